@@ -1,0 +1,1 @@
+"""Apache Beam jobs that filter, deduplicate, decontaminate and build disjoint CPT / SFT / RL pools."""

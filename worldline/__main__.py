@@ -1,0 +1,5 @@
+"""`python -m worldline` is the `worldline` command."""
+
+from worldline.cli import main
+
+main()
