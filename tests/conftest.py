@@ -1,5 +1,3 @@
-"""Shared test configuration: the fake OpenAI-compatible server fixture and common trajectory builders."""
+"""Shared test configuration: the fake OpenAI-compatible server fixture (`fake_llm`)."""
 
-from pathlib import Path
-
-pytest_plugins = ["tests.fakellm"] if (Path(__file__).parent / "fakellm.py").exists() else []
+pytest_plugins = ["tests.fakellm"]
