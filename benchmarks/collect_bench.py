@@ -1,0 +1,91 @@
+"""Collector throughput: container start, persistent-session round trip vs exec_run, trajectories/min.
+
+Run: .venv/bin/python benchmarks/collect_bench.py [--rounds 50] [--tasks 16]
+Goal: our per-step overhead <= 0.1x of a fresh exec_run per command, and >= 8 concurrent sandboxes
+without errors. Prints every number measured in this one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from collectors import engine
+from collectors.runner import CollectConfig, collect
+from collectors.sandbox import Sandbox, SandboxLimits
+from collectors.shell import PersistentShell
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=16)
+    args = parser.parse_args()
+    client = engine.connect()
+    info = engine.engine_info(client)
+    print(f"engine: {info.product} {info.version}")
+
+    starts = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        box = Sandbox.create(client, engine.DEBIAN_IMAGE, SandboxLimits())
+        starts.append(time.perf_counter() - t0)
+        box.close()
+    print(
+        f"container start (create+run, limits, no network): median {statistics.median(starts) * 1000:.1f} ms"
+    )
+
+    with Sandbox.create(client, engine.DEBIAN_IMAGE, SandboxLimits()) as box:
+        execs = []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            box.exec(["true"])
+            execs.append(time.perf_counter() - t0)
+        shell = PersistentShell(box)
+        shell.start()
+        steps = []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            shell.run_command("true", timeout_s=10)
+            steps.append(time.perf_counter() - t0)
+        shell.close()
+    exec_ms, step_ms = statistics.median(execs) * 1000, statistics.median(steps) * 1000
+    print(f"trivial command, fresh exec_run:        median {exec_ms:.2f} ms")
+    print(f"trivial command, persistent PTY shell:  median {step_ms:.2f} ms")
+    print(f"ratio persistent/exec: {step_ms / exec_ms:.3f}x (goal <= 0.1x)")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tasks = Path(tmp) / "tasks.jsonl"
+        actions = [
+            "cd /tmp && echo start",
+            "seq 1 200 | tail -n 1",
+            "python3 -c 'print(6*7)'",
+            "ls -la /work",
+        ]
+        tasks.write_text(
+            "".join(
+                json.dumps({"id": f"b{i}", "instruction": "bench", "actions": actions}) + "\n"
+                for i in range(args.tasks)
+            )
+        )
+        for concurrency in (1, 4, 8):
+            out = Path(tmp) / f"out-{concurrency}"
+            summary = collect(
+                CollectConfig(
+                    env="terminal", tasks_path=tasks, policy="scripted", out=out, concurrency=concurrency
+                )
+            )
+            errors = summary.written - summary.by_status.get("complete", 0)
+            rate = summary.written / summary.seconds * 60
+            print(
+                f"concurrency {concurrency}: {summary.written} trajectories in {summary.seconds:.2f} s = "
+                f"{rate:.0f} trajectories/min, {errors} not complete"
+            )
+
+
+if __name__ == "__main__":
+    main()

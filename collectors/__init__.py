@@ -1,0 +1,1 @@
+"""Sandboxed environments, policies and the collection runner that records agent trajectories."""

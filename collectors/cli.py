@@ -1,0 +1,122 @@
+"""Collector commands: `worldline collect` and `worldline sandbox doctor|reap`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from collectors.environment import DOMAIN_MODULES, TaskError
+from collectors.policies import POLICIES
+from collectors.runner import CollectConfig, CollectError, collect
+from collectors.sandbox import SandboxLimits
+
+console = Console(stderr=True)
+sandbox_app = typer.Typer(
+    help="Inspect and maintain the container sandboxes the collectors use.", no_args_is_help=True
+)
+
+
+def collect_command(
+    env: str = typer.Option(..., "--env", help=f"Domain: {' | '.join(sorted(DOMAIN_MODULES))}."),
+    tasks: Path = typer.Option(..., "--tasks", exists=True, dir_okay=False, help="Task file (JSONL)."),
+    policy: str = typer.Option("scripted", "--policy", help=f"Policy: {' | '.join(POLICIES)}."),
+    out: Path = typer.Option(..., "--out", help="Dataset folder for the trajectory shards and asciicasts."),
+    concurrency: int = typer.Option(1, "--concurrency", "-j", min=1, help="Sandboxes running at once."),
+    resume: bool = typer.Option(False, "--resume", help="Continue OUT, skipping tasks with a final outcome."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit per task (status truncated)."),
+    step_timeout: float = typer.Option(
+        30.0, "--step-timeout", help="Seconds before a command is interrupted."
+    ),
+    memory_mb: int = typer.Option(512, "--memory-mb", help="Memory limit per sandbox."),
+    pids: int = typer.Option(256, "--pids", help="Process limit per sandbox."),
+    flush_every: int = typer.Option(
+        8, "--flush-every", min=1, help="Publish a shard part every N trajectories."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Run tasks in sandboxes with a policy and write trajectories (resumable, atomic shards)."""
+    config = CollectConfig(
+        env=env,
+        tasks_path=tasks,
+        policy=policy,
+        out=out,
+        concurrency=concurrency,
+        resume=resume,
+        max_turns=max_turns,
+        limits=SandboxLimits(step_timeout_s=step_timeout, memory_mb=memory_mb, pids=pids),
+        flush_every=flush_every,
+    )
+    bar = Progress(
+        TextColumn("[bold]collect[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not progress,
+    )
+    state: dict[str, TaskID] = {}
+
+    def on_start(total: int, skipped: int) -> None:
+        state["id"] = bar.add_task(f"{env} ({skipped} already final)", total=total - skipped)
+
+    def on_progress(trajectory: object) -> None:
+        bar.advance(state["id"])
+
+    try:
+        with bar:
+            summary = collect(config, on_progress=on_progress, on_start=on_start)
+    except (CollectError, TaskError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted:[/] in-flight tasks were recorded as aborted; rerun with --resume")
+        raise typer.Exit(130) from None
+    statuses = ", ".join(f"{k}={v}" for k, v in sorted(summary.by_status.items())) or "nothing new"
+    console.print(
+        f"{summary.written} trajectories written to {summary.out} in {summary.seconds:.1f} s "
+        f"({statuses}); {summary.skipped} of {summary.total_tasks} tasks already final"
+    )
+
+
+@sandbox_app.command("doctor")
+def doctor_command() -> None:
+    """Check the engine, base images and a sandbox round trip; print the fix for anything missing."""
+    from collectors.doctor import run_checks
+
+    checks = run_checks()
+    out = Console(soft_wrap=True)
+    for check in checks:
+        mark = "[green]ok[/]     " if check.ok else "[red]missing[/]"
+        out.print(f"{mark} {check.name}: {check.detail}", markup=True, highlight=False)
+        if not check.ok and check.fix:
+            out.print(f"        fix: {check.fix}", markup=False, highlight=False)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+@sandbox_app.command("reap")
+def reap_command(
+    all_: bool = typer.Option(False, "--all", help="Remove every worldline sandbox, also of live runs."),
+) -> None:
+    """Remove sandboxes left behind by runs that died (all of them with --all)."""
+    from collectors import engine
+    from collectors.sandbox import LABEL, reap_orphans
+
+    client = engine.connect()
+    if all_:
+        removed = []
+        for container in client.containers.list(all=True, filters={"label": LABEL}):
+            container.remove(force=True)
+            removed.append(container.name)
+    else:
+        removed = reap_orphans(client)
+    Console().print(f"removed {len(removed)} sandbox(es)" + (f": {', '.join(removed)}" if removed else ""))
+
+
+def register(app: typer.Typer) -> None:
+    """Mount the collector commands on the `worldline` CLI."""
+    app.command("collect")(collect_command)
+    app.add_typer(sandbox_app, name="sandbox")

@@ -1,0 +1,195 @@
+"""Policies choose actions from observations; they never touch the sandbox.
+
+`scripted` replays the actions in the task file (also how public traces are re-grounded: their actions
+are run in a real sandbox and the real observations recorded). `openai` is a tool-calling agent on any
+OpenAI-compatible endpoint through the shared client `worldline.llm`.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.environment import Task, tool_call_action
+from schemas import Action, ActionKind, ActionSpace, Observation
+
+
+class PolicyError(RuntimeError):
+    """The policy could not produce an action (bad scripted action, LLM failure); names the task."""
+
+
+@dataclass
+class Decision:
+    """The next action, or None when the policy is done; `note` says why it stopped."""
+
+    action: Action | None
+    note: str = ""
+    model: str | None = None
+
+
+class Policy(ABC):
+    """Chooses the next action given the task, the action space and the latest observation."""
+
+    name: str = "policy"
+    model: str | None = None
+
+    @abstractmethod
+    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
+        """Start an episode."""
+
+    @abstractmethod
+    def next_action(self, observation: Observation | None) -> Decision:
+        """The action after `observation` (None before the first action)."""
+
+
+def scripted_action(item: Any, where: str) -> Action:
+    """One task-file action as an Action: a string is a command line; {"keystrokes", "duration"} or a
+    list of them is keystrokes; {"name"/"tool", "arguments"} is a tool call."""
+    if isinstance(item, str):
+        return Action(kind=ActionKind.COMMAND, text=item)
+    if isinstance(item, list) or (isinstance(item, dict) and "keystrokes" in item):
+        keys = item if isinstance(item, list) else [item]
+        return Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
+    if isinstance(item, dict) and ("name" in item or "tool" in item):
+        name = item.get("name") or item.get("tool")
+        arguments = item.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise PolicyError(f"{where}: a tool call needs a string 'name' and an object 'arguments'")
+        return tool_call_action(name, arguments)
+    raise PolicyError(
+        f"{where}: cannot read action {item!r}; use a command string, {{'keystrokes', 'duration'}} "
+        "objects, or {'name', 'arguments'}"
+    )
+
+
+class ScriptedPolicy(Policy):
+    """Replays the task's `actions` in order, then stops."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self._actions: list[Action] = []
+        self._next = 0
+
+    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
+        if not task.actions:
+            raise PolicyError(f"task {task.id}: the scripted policy needs a non-empty 'actions' list")
+        self._actions = [
+            scripted_action(a, f"task {task.id} actions[{i}]") for i, a in enumerate(task.actions)
+        ]
+        self._next = 0
+
+    def next_action(self, observation: Observation | None) -> Decision:
+        if self._next >= len(self._actions):
+            return Decision(None, "script finished")
+        action = self._actions[self._next]
+        self._next += 1
+        return Decision(action)
+
+
+AGENT_SYSTEM_PROMPT = (
+    "You are an agent completing a task in a sandboxed environment. Act only through the tools. "
+    "When the task is done, reply with a short final message and no tool call.\n\n"
+    "Task: {task}\n\nAction space: {space}"
+)
+
+
+class OpenAIPolicy(Policy):
+    """A tool-calling agent: each turn sends the conversation so far and executes the first tool call.
+    Stops when the model answers without a tool call (its stop condition) or after `max_turns`."""
+
+    name = "openai"
+
+    def __init__(self, client: Any, *, max_turns: int = 30, temperature: float | None = 0.0) -> None:
+        # `client` is a worldline.llm.SyncLLMClient; typed loosely so collectors import no LLM code
+        # unless this policy is chosen.
+        self.client = client
+        self.max_turns = max_turns
+        self.temperature = temperature
+        self.messages: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+        self._pending_call_id: str | None = None
+        self._turns = 0
+        self._task_id = ""
+
+    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
+        self._task_id = task.id
+        self.tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description or "",
+                    "parameters": t.parameters or {"type": "object", "properties": {}},
+                },
+            }
+            for t in action_space.tools
+        ]
+        system = AGENT_SYSTEM_PROMPT.format(task=task.instruction, space=action_space.description or "")
+        self.messages = [
+            {"role": "system", "content": system},
+            {
+                "role": "user",
+                "content": f"The environment is ready. Current state:\n{first_observation.text}",
+            },
+        ]
+        self._pending_call_id = None
+        self._turns = 0
+        if task.max_turns:
+            self.max_turns = task.max_turns
+
+    def next_action(self, observation: Observation | None) -> Decision:
+        from worldline.llm import LLMError, Role
+
+        if observation is not None and self._pending_call_id is not None:
+            self.messages.append(
+                {"role": "tool", "tool_call_id": self._pending_call_id, "content": observation.text}
+            )
+            self._pending_call_id = None
+        if self._turns >= self.max_turns:
+            return Decision(None, "max_turns")
+        try:
+            result = self.client.chat(
+                Role.AGENT_POLICY, self.messages, tools=self.tools, temperature=self.temperature
+            )
+        except LLMError as exc:
+            raise PolicyError(f"task {self._task_id}: the agent's LLM call failed: {exc}") from exc
+        self.model = result.model
+        if not result.tool_calls:
+            self.messages.append({"role": "assistant", "content": result.text})
+            return Decision(None, "agent finished", model=result.model)
+        call = result.tool_calls[0]  # one action per turn: further calls in the same message are ignored
+        arguments = call.arguments if isinstance(call.arguments, dict) else {"value": call.arguments}
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": result.text or None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": json.dumps(arguments)},
+                    }
+                ],
+            }
+        )
+        self._pending_call_id = call.id
+        self._turns += 1
+        return Decision(tool_call_action(call.name, arguments), model=result.model)
+
+
+POLICIES = ("scripted", "openai")
+
+
+def make_policy(name: str, *, llm_client: Any = None, max_turns: int = 30) -> Policy:
+    """A fresh policy by name (one per task: policies keep per-episode state). The openai policy needs
+    a worldline.llm SyncLLMClient, shared by all tasks of a run."""
+    if name == "scripted":
+        return ScriptedPolicy()
+    if name == "openai":
+        if llm_client is None:
+            raise ValueError("the openai policy needs an LLM client: pass llm_client=SyncLLMClient()")
+        return OpenAIPolicy(llm_client, max_turns=max_turns)
+    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")

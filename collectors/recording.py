@@ -1,0 +1,155 @@
+"""Turning terminal bytes into observation text, and recording sessions as asciicast v2 files."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import IO
+
+import pyte
+
+_ALT_SCREEN = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
+
+
+def render_line_output(data: bytes) -> str:
+    """What a terminal shows for line-oriented output: \\r overwrites, \\b moves back, erase-line
+    truncates, colours and other control sequences vanish. Lines are logical (never wrapped), so a file
+    printed by `cat` comes back exactly as it is on disk."""
+    text = data.decode("utf-8", "replace")
+    lines: list[list[str]] = [[]]
+    col = 0
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\x1b":
+            i, col = _apply_escape(text, i, lines[-1], col)
+            continue
+        line = lines[-1]
+        if ch == "\n":
+            lines.append([])
+            col = 0
+        elif ch == "\r":
+            col = 0
+        elif ch == "\b":
+            col = max(0, col - 1)
+        elif ch == "\t" or ch >= " ":
+            if col < len(line):
+                line[col] = ch
+            else:
+                line.extend(" " * (col - len(line)))
+                line.append(ch)
+            col += 1
+        # Any other C0 control (BEL, SO/SI, ...) has no visible effect.
+        i += 1
+    return "\n".join("".join(line) for line in lines)
+
+
+def _apply_escape(text: str, i: int, line: list[str], col: int) -> tuple[int, int]:
+    """Consume one escape sequence at text[i]; apply the few that change a line's visible text."""
+    n = len(text)
+    if i + 1 >= n:
+        return n, col
+    kind = text[i + 1]
+    if kind == "[":  # CSI: parameters then a final byte in @..~
+        j = i + 2
+        while j < n and not ("@" <= text[j] <= "~"):
+            j += 1
+        if j >= n:
+            return n, col
+        params, final = text[i + 2 : j], text[j]
+        count = int(params) if params.isdigit() else 1
+        if final == "K":
+            if params in ("", "0"):
+                del line[col:]
+            elif params == "2":
+                line.clear()
+        elif final == "C":
+            col += count
+        elif final == "D":
+            col = max(0, col - count)
+        elif final == "P":  # delete characters at the cursor (readline uses it when editing)
+            del line[col : col + count]
+        return j + 1, col
+    if kind == "]":  # OSC: until BEL or ST
+        j = i + 2
+        while j < n and text[j] != "\x07" and not (text[j] == "\x1b" and j + 1 < n and text[j + 1] == "\\"):
+            j += 1
+        return (j + 1 if j < n and text[j] == "\x07" else j + 2), col
+    if kind in "()*+":  # charset designation takes one more byte
+        return i + 3, col
+    return i + 2, col
+
+
+class TerminalScreen:
+    """A screen emulator fed with every byte of a session; used to observe full-screen programs
+    (less, vim, top) that draw on the alternate screen rather than printing lines."""
+
+    def __init__(self, cols: int, rows: int) -> None:
+        self.screen = pyte.Screen(cols, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.alternate = False
+
+    def feed(self, data: bytes) -> None:
+        for match in _ALT_SCREEN.finditer(data):
+            self.alternate = match.group(1) == b"h"
+        self.stream.feed(data)
+
+    def display(self) -> str:
+        lines = [line.rstrip() for line in self.screen.display]
+        while lines and not lines[-1]:
+            lines.pop()
+        return "\n".join(lines)
+
+
+class AsciicastWriter:
+    """Writes an asciicast v2 file as the session happens; published atomically on close."""
+
+    def __init__(
+        self, path: Path, *, cols: int, rows: int, title: str = "", env: dict[str, str] | None = None
+    ):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = path.with_name(f".{path.name}.tmp")
+        self._fh: IO[str] | None = open(self._tmp, "w", encoding="utf-8")
+        self._start = time.monotonic()
+        self._out = codecs.getincrementaldecoder("utf-8")("replace")
+        header: dict[str, object] = {
+            "version": 2,
+            "width": cols,
+            "height": rows,
+            "timestamp": int(time.time()),
+            "env": env or {"TERM": "xterm", "SHELL": "/bin/bash"},
+        }
+        if title:
+            header["title"] = title
+        self._fh.write(json.dumps(header) + "\n")
+
+    def _event(self, code: str, data: str) -> None:
+        if self._fh is None or not data:
+            return
+        self._fh.write(
+            json.dumps([round(time.monotonic() - self._start, 6), code, data], ensure_ascii=False) + "\n"
+        )
+
+    def output(self, data: bytes) -> None:
+        self._event("o", self._out.decode(data))
+
+    def input(self, data: str) -> None:
+        self._event("i", data)
+
+    def marker(self, label: str) -> None:
+        self._event("m", label)
+
+    def close(self) -> None:
+        if self._fh is None:
+            return
+        self._event("o", self._out.decode(b"", final=True))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._fh = None
+        os.replace(self._tmp, self.path)

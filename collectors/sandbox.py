@@ -1,0 +1,297 @@
+"""Containers that run an agent's commands: isolated, limited, and always removed.
+
+A sandbox has no network unless its task asks for one, memory / CPU / pids limits, a read-only root with
+size-limited tmpfs for the work directory and /tmp (so filling the disk fills only those), and no mount
+of anything on the host. Every live sandbox is tracked so that a crash, SIGTERM or Ctrl-C still removes
+it; containers left by a process that died with SIGKILL are reaped by the next run (`reap_orphans`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import signal
+import socket
+import tarfile
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from types import FrameType
+from typing import Any
+
+import docker.errors
+from docker import DockerClient
+from docker.models.containers import Container
+
+from collectors import engine
+
+LABEL = "worldline.sandbox"
+LABEL_OWNER_PID = "worldline.owner_pid"
+LABEL_OWNER_HOST = "worldline.owner_host"
+LABEL_RUN = "worldline.run"
+WORK_DIR = "/work"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits and isolation of one sandbox; a task may override any field."""
+
+    memory_mb: int = 512
+    cpus: float = 1.0
+    pids: int = 256
+    work_dir_mb: int = 256  # size of the /work tmpfs: the disk an agent can fill
+    tmp_mb: int = 64
+    network: bool = False
+    step_timeout_s: float = 30.0
+    output_cap_bytes: int = 64 * 1024  # per step, kept in the observation
+    flood_limit_bytes: int = 32 * 1024 * 1024  # per step; beyond it the command is interrupted
+
+    def with_overrides(self, overrides: dict[str, Any] | None) -> SandboxLimits:
+        """These limits with a task's `limits` object applied; unknown keys are an error naming the key."""
+        if not overrides:
+            return self
+        known = set(asdict(self))
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(
+                f"limits: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
+            )
+        return replace(self, **overrides)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ExecResult:
+    """The outcome of a one-shot command run outside the agent's shell (setup, probes, tools)."""
+
+    exit_code: int
+    output: str
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be created or used; the message names the container and the cause."""
+
+
+@dataclass
+class Sandbox:
+    """One running container; use as a context manager so it is removed whatever happens."""
+
+    client: DockerClient
+    container: Container
+    limits: SandboxLimits
+    image: str
+    name: str
+    closed: bool = field(default=False)
+
+    @classmethod
+    def create(
+        cls,
+        client: DockerClient,
+        image: str,
+        limits: SandboxLimits,
+        *,
+        run_label: str = "",
+        environment: dict[str, str] | None = None,
+    ) -> Sandbox:
+        """Start a container that idles until commands are exec'd into it."""
+        ref = engine.image_reference(client, image)
+        name = f"worldline-{uuid.uuid4().hex[:12]}"
+        try:
+            container = client.containers.run(
+                ref,
+                ["sleep", "infinity"],
+                name=name,
+                detach=True,
+                hostname="sandbox",
+                network_mode="bridge" if limits.network else "none",
+                mem_limit=f"{limits.memory_mb}m",
+                memswap_limit=f"{limits.memory_mb}m",  # no swap: memory pressure ends in the OOM killer
+                nano_cpus=int(limits.cpus * 1e9),
+                pids_limit=limits.pids,
+                read_only=True,
+                tmpfs={
+                    WORK_DIR: f"size={limits.work_dir_mb}m,mode=1777",
+                    "/tmp": f"size={limits.tmp_mb}m,mode=1777",
+                    "/root": "size=16m,mode=0700",
+                },
+                working_dir=WORK_DIR,
+                environment={"HOME": "/root", "LANG": "C.UTF-8", **(environment or {})},
+                cap_drop=["NET_RAW", "SYS_ADMIN", "MKNOD", "SYS_PTRACE"],
+                security_opt=["no-new-privileges"],
+                init=True,
+                labels={
+                    LABEL: "1",
+                    LABEL_OWNER_PID: str(os.getpid()),
+                    LABEL_OWNER_HOST: socket.gethostname(),
+                    LABEL_RUN: run_label,
+                },
+            )
+        except docker.errors.APIError as exc:
+            # A half-created container must not outlive the failure.
+            _remove_quietly(client, name)
+            raise SandboxError(
+                f"sandbox {name} from image {image}: the engine refused to start it: {exc}"
+            ) from exc
+        sandbox = cls(client=client, container=container, limits=limits, image=image, name=name)
+        _LIVE.add(sandbox)
+        return sandbox
+
+    # -- one-shot commands and files ---------------------------------------------------------------
+    def exec(self, command: list[str] | str, *, workdir: str = WORK_DIR, user: str = "") -> ExecResult:
+        """Run a command to completion outside the agent's shell; output is stdout+stderr as text."""
+        cmd = ["/bin/sh", "-c", command] if isinstance(command, str) else command
+        try:
+            result = self.container.exec_run(cmd, workdir=workdir, user=user, demux=False)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"sandbox {self.name}: exec {cmd!r} failed: {exc}") from exc
+        output = (result.output or b"").decode("utf-8", "replace")
+        return ExecResult(
+            exit_code=int(result.exit_code if result.exit_code is not None else -1), output=output
+        )
+
+    def put_files(self, files: Mapping[str, str | bytes], *, base: str = WORK_DIR) -> None:
+        """Write files (paths relative to `base`) into the sandbox through the engine's archive API."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for rel, content in files.items():
+                data = content.encode("utf-8") if isinstance(content, str) else content
+                info = tarfile.TarInfo(rel.lstrip("/"))
+                info.size = len(data)
+                info.mode = 0o755 if data.startswith(b"#!") else 0o644
+                tar.addfile(info, io.BytesIO(data))
+        # The archive API writes beneath the container's mounts, so stage it in the tmpfs via a shell.
+        staged = self.exec(["mkdir", "-p", base])
+        if staged.exit_code != 0:
+            raise SandboxError(f"sandbox {self.name}: cannot create {base}: {staged.output.strip()}")
+        try:
+            ok = self.container.put_archive(base, buf.getvalue())
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"sandbox {self.name}: writing files into {base} failed: {exc}") from exc
+        if not ok:
+            raise SandboxError(f"sandbox {self.name}: the engine refused the archive for {base}")
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Remove the container (idempotent); never raises, so cleanup paths stay simple."""
+        if self.closed:
+            return
+        self.closed = True
+        _LIVE.discard(self)
+        _remove_quietly(self.client, self.container.id)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def _remove_quietly(client: DockerClient, ref: str) -> None:
+    try:
+        client.api.remove_container(ref, force=True, v=True)
+    except (docker.errors.DockerException, OSError):
+        pass
+
+
+# --------------------------------------------------------------------------------------------------
+# Cleanup on exit, crash and signals
+# --------------------------------------------------------------------------------------------------
+
+
+class _LiveSandboxes:
+    """The sandboxes this process created and has not removed yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: set[Sandbox] = set()
+
+    def add(self, sandbox: Sandbox) -> None:
+        with self._lock:
+            self._items.add(sandbox)
+
+    def discard(self, sandbox: Sandbox) -> None:
+        with self._lock:
+            self._items.discard(sandbox)
+
+    def snapshot(self) -> list[Sandbox]:
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+_LIVE = _LiveSandboxes()
+
+
+def live_sandboxes() -> list[Sandbox]:
+    return _LIVE.snapshot()
+
+
+def remove_all_live() -> int:
+    """Remove every sandbox this process still holds; returns how many."""
+    items = _LIVE.snapshot()
+    for sandbox in items:
+        sandbox.close()
+    return len(items)
+
+
+atexit.register(remove_all_live)
+
+
+def install_signal_cleanup() -> None:
+    """On SIGTERM/SIGHUP remove live sandboxes, then die as the signal asked (Ctrl-C raises
+    KeyboardInterrupt, which unwinds through each sandbox's context manager and the atexit hook)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        remove_all_live()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, handler)
+
+
+def orphaned_sandboxes(client: DockerClient) -> list[str]:
+    """Names of sandboxes whose owning process on this host is gone (it died with SIGKILL)."""
+    host = socket.gethostname()
+    orphans: list[str] = []
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        labels = c.labels or {}
+        if labels.get(LABEL_OWNER_HOST) != host:
+            continue
+        try:
+            pid = int(labels.get(LABEL_OWNER_PID, "0"))
+        except ValueError:
+            pid = 0
+        if pid > 0 and _pid_alive(pid):
+            continue
+        orphans.append(c.name)
+    return orphans
+
+
+def reap_orphans(client: DockerClient) -> list[str]:
+    """Remove sandboxes whose owning process on this host is gone; returns their names."""
+    removed = orphaned_sandboxes(client)
+    for name in removed:
+        _remove_quietly(client, name)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,285 @@
+"""SWE domain: a git repository in a container; tools Read, Edit (with the resulting diff) and Bash.
+
+Read and Edit run a small Python helper inside the sandbox (the host never touches the files); Bash
+runs in the trajectory's persistent shell. The tool schemas are recorded per trajectory.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from collectors.engine import DEBIAN_IMAGE
+from collectors.environment import (
+    Environment,
+    ResetResult,
+    StepResult,
+    Task,
+    out_of_action_space,
+    parse_tool_call,
+    record_initial_state,
+    tool_call_action,
+)
+from collectors.recording import AsciicastWriter
+from collectors.sandbox import WORK_DIR, SandboxError
+from collectors.shell import PersistentShell
+from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
+
+REPO_DIR = f"{WORK_DIR}/repo"
+COLS, ROWS = 160, 40
+READ_DEFAULT_LIMIT = 2000
+# The helper's request travels base64-encoded in argv; beyond this it is staged as a file instead.
+_ARGV_LIMIT = 60_000
+
+TOOLS = [
+    ToolSpec(
+        name="Read",
+        description="Read a file with line numbers (cat -n style); optional 1-based offset and line limit.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the repository root."},
+                "offset": {"type": "integer", "minimum": 1, "description": "First line to show."},
+                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show."},
+            },
+            "required": ["path"],
+        },
+    ),
+    ToolSpec(
+        name="Edit",
+        description=(
+            "Replace an exact string in a file (it must occur once unless replace_all), or create a file "
+            "when old_string is empty. Returns the unified diff of the change."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+                "replace_all": {"type": "boolean", "default": False},
+            },
+            "required": ["path", "old_string", "new_string"],
+        },
+    ),
+    ToolSpec(
+        name="Bash",
+        description="Run a command in a persistent bash shell in the repository (state persists).",
+        parameters={
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    ),
+]
+
+HELPER = r"""
+import base64, difflib, json, os, sys
+req = json.loads(base64.b64decode(sys.argv[1]) if sys.argv[1] != "@" else open(sys.argv[2], "rb").read())
+root, rel = req["root"], req["path"]
+path = os.path.normpath(os.path.join(root, rel))
+def done(text, error=False):
+    sys.stdout.write(json.dumps({"text": text, "error": error}))
+    sys.exit(0)
+if req["op"] == "read":
+    if os.path.isdir(path):
+        done("\n".join(sorted(e + ("/" if os.path.isdir(os.path.join(path, e)) else "") for e in os.listdir(path))))
+    if not os.path.exists(path):
+        done(f"Error: file not found: {rel}", True)
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    offset = int(req.get("offset") or 1)
+    limit = int(req.get("limit") or req["default_limit"])
+    if offset > max(len(lines), 1):
+        done(f"Error: offset {offset} is past the end of {rel} ({len(lines)} lines)", True)
+    chosen = lines[offset - 1 : offset - 1 + limit]
+    done("\n".join(f"{n:6d}\t{line}" for n, line in enumerate(chosen, start=offset)))
+if req["op"] == "edit":
+    old, new = req["old_string"], req["new_string"]
+    exists = os.path.exists(path)
+    before = ""
+    if exists:
+        if os.path.isdir(path):
+            done(f"Error: {rel} is a directory", True)
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            before = fh.read()
+    if old == "":
+        if exists and before:
+            done(f"Error: {rel} already exists and is not empty; give old_string to edit it", True)
+        after = new
+    else:
+        if not exists:
+            done(f"Error: file not found: {rel}", True)
+        count = before.count(old)
+        if count == 0:
+            done(f"Error: old_string not found in {rel}", True)
+        if count > 1 and not req.get("replace_all"):
+            done(f"Error: old_string occurs {count} times in {rel}; add context to make it unique or set replace_all", True)
+        after = before.replace(old, new) if req.get("replace_all") else before.replace(old, new, 1)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write(after)
+    name = os.path.relpath(path, root)
+    diff = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile="/dev/null" if not exists else "a/" + name, tofile="b/" + name)
+    text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
+    done(text or "(no change)")
+done(f"Error: unknown operation {req['op']}", True)
+"""
+
+
+class SWEEnvironment(Environment):
+    """A repository at /work/repo; Read/Edit through an in-sandbox helper, Bash in a persistent shell."""
+
+    domain = Domain.SWE
+    default_image = DEBIAN_IMAGE
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shell: PersistentShell | None = None
+        self.recorder: AsciicastWriter | None = None
+        self.space = ActionSpace(description="Tools for working on a git repository.", tools=TOOLS)
+
+    def action_space(self, task: Task) -> ActionSpace:
+        repo_files = sorted((task.repo or {}).get("files", {}))
+        listing = ", ".join(repo_files[:50]) + (" ..." if len(repo_files) > 50 else "")
+        return ActionSpace(
+            description=(
+                f"You work in the git repository at {REPO_DIR} ({listing or 'empty'}). Call exactly one tool "
+                "per turn: Read, Edit or Bash, with JSON arguments matching the tool's schema."
+            ),
+            tools=list(TOOLS),
+        )
+
+    def reset(self, task: Task) -> ResetResult:
+        self.task = task
+        self.space = self.action_space(task)
+        sandbox = self._start_sandbox(task)
+        repo = task.repo or {}
+        files = repo.get("files") or {}
+        if not isinstance(files, dict):
+            raise SandboxError(f"task {task.id}: field repo.files must be an object of path -> content")
+        if files:
+            sandbox.put_files(files, base=REPO_DIR)
+        message = str(repo.get("commit_message", "Initial commit"))
+        init = sandbox.exec(
+            [
+                "/bin/sh",
+                "-c",
+                f"mkdir -p {REPO_DIR} && cd {REPO_DIR} && git init -q -b main && git add -A && "
+                'git -c user.name=worldline -c user.email=worldline@localhost commit -q --allow-empty -m "$0"',
+                message,
+            ]
+        )
+        if init.exit_code != 0:
+            raise SandboxError(
+                f"task {task.id}: creating the git repository failed: {init.output.strip()[-500:]}"
+            )
+        initial_state = record_initial_state(sandbox, REPO_DIR)
+        if self.options.cast_path is not None:
+            self.recorder = AsciicastWriter(self.options.cast_path, cols=COLS, rows=ROWS, title=task.id)
+            self.casts.append(self.options.cast_path)
+        self.shell = PersistentShell(sandbox, cols=COLS, rows=ROWS, recorder=self.recorder, workdir=REPO_DIR)
+        self.shell.start()
+        status = sandbox.exec("git log --oneline -n 5 && git status --short", workdir=REPO_DIR)
+        return ResetResult(
+            observation=Observation(text=status.output.rstrip("\n")),
+            initial_state=initial_state,
+            info={"image": sandbox.image, "limits": sandbox.limits.to_json()},
+        )
+
+    def step(self, action: Action) -> StepResult:
+        if self.shell is None or self.sandbox is None:
+            raise SandboxError("step() before reset(): call reset(task) first")
+        if action.kind == ActionKind.COMMAND:  # a bare command line is a Bash call
+            action = tool_call_action("Bash", {"command": action.text})
+        if action.kind != ActionKind.TOOL_CALL:
+            return StepResult(
+                action=action,
+                observation=Observation(
+                    text="Error: SWE actions are tool calls (Read, Edit, Bash).", is_error=True
+                ),
+                info={"out_of_action_space": True},
+            )
+        try:
+            name, arguments = parse_tool_call(action)
+        except ValueError as exc:
+            return StepResult(action=action, observation=Observation(text=f"Error: {exc}", is_error=True))
+        action = tool_call_action(name, arguments)
+        if name not in self.space.tool_names():
+            return out_of_action_space(action, self.space)
+        if name == "Bash":
+            return self._bash(action, str(arguments.get("command", "")))
+        missing = [p for p in ("path",) if not isinstance(arguments.get(p), str)]
+        if name == "Edit":
+            missing += [p for p in ("old_string", "new_string") if not isinstance(arguments.get(p), str)]
+        if missing:
+            return StepResult(
+                action=action,
+                observation=Observation(
+                    text=f"Error: {name} needs string argument(s) {', '.join(missing)}", is_error=True
+                ),
+            )
+        request = {"op": name.lower(), "root": REPO_DIR, "default_limit": READ_DEFAULT_LIMIT, **arguments}
+        reply = self._helper(request)
+        fmt = ObservationFormat.DIFF if name == "Edit" and not reply["error"] else ObservationFormat.TEXT
+        return StepResult(
+            action=action,
+            observation=Observation(text=reply["text"], format=fmt, is_error=bool(reply["error"])),
+        )
+
+    def _bash(self, action: Action, command: str) -> StepResult:
+        assert self.shell is not None and self.sandbox is not None
+        output = self.shell.run_command(command, timeout_s=self.sandbox.limits.step_timeout_s)
+        return StepResult(
+            action=action,
+            observation=Observation(text=command_output(output.text, command), format=ObservationFormat.TEXT),
+            exit_code=output.exit_code,
+            info=output.info(),
+        )
+
+    def _helper(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.sandbox is not None
+        payload = base64.b64encode(json.dumps(request).encode()).decode()
+        if len(payload) <= _ARGV_LIMIT:
+            argv = ["python3", "-c", HELPER, payload]
+        else:
+            self.sandbox.put_files({".worldline-request.json": json.dumps(request)}, base="/tmp")
+            argv = ["python3", "-c", HELPER, "@", "/tmp/.worldline-request.json"]
+        result = self.sandbox.exec(argv, workdir=REPO_DIR)
+        try:
+            reply: dict[str, Any] = json.loads(result.output)
+        except json.JSONDecodeError:
+            return {
+                "text": f"Error: the tool failed (exit {result.exit_code}): {result.output.strip()[-500:]}",
+                "error": True,
+            }
+        return reply
+
+    def close(self) -> None:
+        if self.shell is not None:
+            self.shell.close()
+            self.shell = None
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+
+def command_output(terminal_text: str, command: str) -> str:
+    """The output of a Bash call without the terminal's echo of the command and the closing prompt."""
+    lines = terminal_text.split("\n")
+    echoed = command.rstrip("\n").count("\n") + 1
+    if lines and lines[0].strip() == command.split("\n")[0].strip():
+        lines = lines[echoed:]
+    notes = [line for line in lines if line.startswith("[worldline: ")]
+    body = [line for line in lines if not line.startswith("[worldline: ")]
+    if body and body[-1].rstrip().endswith(("$", "#")) and "@sandbox:" in body[-1]:
+        body = body[:-1]
+    return "\n".join(body + notes).rstrip("\n")
+
+
+ENVIRONMENT = SWEEnvironment

@@ -1,0 +1,176 @@
+"""Terminal domain: a persistent bash on a PTY in a container; actions are command lines or keystrokes.
+
+Observations are what the terminal showed (the echo, the output and the next prompt) rendered to text;
+full-screen programs are observed as their screen. The session is also written as an asciicast v2 file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from collectors.engine import DEBIAN_IMAGE
+from collectors.environment import (
+    Environment,
+    ResetResult,
+    StepResult,
+    Task,
+    out_of_action_space,
+    parse_tool_call,
+    record_initial_state,
+)
+from collectors.recording import AsciicastWriter
+from collectors.sandbox import WORK_DIR, SandboxError
+from collectors.shell import PersistentShell, ShellOutput
+from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
+
+COLS, ROWS = 160, 40
+DEFAULT_KEY_DURATION_S = 1.0
+
+ACTION_SPACE = ActionSpace(
+    description=(
+        "You operate a bash terminal (160x40) in a Linux container; the working directory is /work. "
+        "Each action is either a command line, run to completion, or a JSON array of keystroke objects "
+        '{"keystrokes": "...", "duration": seconds}: the keys are typed and the terminal is watched for '
+        "`duration` seconds. A trailing newline submits a line; tmux key names such as C-c, Enter, Up, "
+        "Escape send that key; empty keystrokes just wait. The observation is what the terminal shows."
+    ),
+    tools=[
+        ToolSpec(
+            name="run_command",
+            description="Type a command line into the shell and wait for it to finish.",
+            parameters={
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "The command line."}},
+                "required": ["command"],
+            },
+        ),
+        ToolSpec(
+            name="send_keystrokes",
+            description="Send keystrokes (for interactive programs, Ctrl-C, REPLs) and wait.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "keystrokes": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "keystrokes": {"type": "string"},
+                                "duration": {"type": "number", "minimum": 0},
+                            },
+                            "required": ["keystrokes"],
+                        },
+                    }
+                },
+                "required": ["keystrokes"],
+            },
+        ),
+    ],
+)
+
+
+def normalise_keystrokes(value: Any) -> list[dict[str, Any]]:
+    """The Terminus form as a list of {"keystrokes", "duration"} objects (one object is allowed too)."""
+    items = value if isinstance(value, list) else [value]
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, str):
+            item = {"keystrokes": item}
+        if not isinstance(item, dict) or not isinstance(item.get("keystrokes", ""), str):
+            raise ValueError(f"keystrokes must be objects with a string 'keystrokes': {item!r}")
+        duration = float(item.get("duration", DEFAULT_KEY_DURATION_S))
+        out.append({"keystrokes": item.get("keystrokes", ""), "duration": duration})
+    return out
+
+
+class TerminalEnvironment(Environment):
+    """One persistent PTY shell per trajectory inside a fresh container."""
+
+    domain = Domain.TERMINAL
+    default_image = DEBIAN_IMAGE
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.shell: PersistentShell | None = None
+        self.recorder: AsciicastWriter | None = None
+
+    def action_space(self, task: Task) -> ActionSpace:
+        return ACTION_SPACE
+
+    def reset(self, task: Task) -> ResetResult:
+        self.task = task
+        sandbox = self._start_sandbox(task)
+        initial_state = record_initial_state(sandbox, WORK_DIR)
+        if self.options.cast_path is not None:
+            self.recorder = AsciicastWriter(self.options.cast_path, cols=COLS, rows=ROWS, title=task.id)
+            self.casts.append(self.options.cast_path)
+        self.shell = PersistentShell(sandbox, cols=COLS, rows=ROWS, recorder=self.recorder)
+        prompt = self.shell.start()
+        return ResetResult(
+            observation=Observation(text=prompt, format=ObservationFormat.TERMINAL),
+            initial_state=initial_state,
+            info={"image": sandbox.image, "limits": sandbox.limits.to_json()},
+        )
+
+    def step(self, action: Action) -> StepResult:
+        if self.shell is None or self.sandbox is None:
+            raise SandboxError("step() before reset(): call reset(task) first")
+        timeout = self.sandbox.limits.step_timeout_s
+        if action.kind == ActionKind.TOOL_CALL:
+            name, arguments = parse_tool_call(action)
+            if name == "run_command":
+                action = Action(kind=ActionKind.COMMAND, text=str(arguments.get("command", "")))
+            elif name == "send_keystrokes":
+                keys = normalise_keystrokes(arguments.get("keystrokes", []))
+                action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
+            else:
+                return out_of_action_space(action, ACTION_SPACE)
+        if action.kind == ActionKind.COMMAND:
+            output = self.shell.run_command(action.text, timeout_s=timeout)
+            return self._result(action, output)
+        if action.kind == ActionKind.KEYSTROKES:
+            keys = normalise_keystrokes(json.loads(action.text))
+            action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
+            outputs = [
+                self.shell.send_keys(k["keystrokes"], duration_s=k["duration"], timeout_s=timeout)
+                for k in keys
+            ]
+            merged = ShellOutput(
+                text="".join(o.text for o in outputs),
+                exit_code=next((o.exit_code for o in reversed(outputs) if o.exit_code is not None), None),
+                prompt_returned=outputs[-1].prompt_returned if outputs else False,
+                flooded=any(o.flooded for o in outputs),
+                omitted_bytes=sum(o.omitted_bytes for o in outputs),
+                total_bytes=sum(o.total_bytes for o in outputs),
+            )
+            return self._result(action, merged)
+        return StepResult(
+            action=action,
+            observation=Observation(
+                text=f"Error: a terminal action must be a command or keystrokes, not {action.kind.value}.",
+                is_error=True,
+            ),
+            info={"out_of_action_space": True},
+        )
+
+    def _result(self, action: Action, output: ShellOutput) -> StepResult:
+        return StepResult(
+            action=action,
+            observation=Observation(text=output.text, format=ObservationFormat.TERMINAL),
+            exit_code=output.exit_code,
+            info=output.info(),
+        )
+
+    def close(self) -> None:
+        if self.shell is not None:
+            self.shell.close()
+            self.shell = None
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+
+ENVIRONMENT = TerminalEnvironment
