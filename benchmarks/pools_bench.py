@@ -1,0 +1,215 @@
+"""Pool-build throughput, MinHash speed/agreement and peak memory, each against a baseline in this run.
+
+    .venv/bin/python benchmarks/pools_bench.py [--trajectories 400] [--turns 10]
+
+Prints: turns/s of the full Beam build on 1 and 2 workers next to a single-process pyarrow
+implementation of the same expansion and masking; MinHash docs/s of rensa vs datasketch's MinHash with
+their agreement on a labelled near-duplicate set; peak memory of the build at 1x and 10x input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipelines.config import PoolsConfig
+from schemas.shards import write_trajectories
+from schemas.trajectory import (
+    Action,
+    ActionKind,
+    ActionSpace,
+    Domain,
+    Observation,
+    Source,
+    SourceKind,
+    Trajectory,
+    Turn,
+)
+
+VOCAB = [
+    "".join("abcdefghijklmnopqrstuvwxyz"[(i // 26**k) % 26] for k in range(3)) + "x" for i in range(5000)
+]
+"""Letter-only words: normalisation folds digits, so numbered words would all look alike."""
+CONFIG = {"assignment": {"mode": "by_ratio", "ratios": {"cpt": 0.5, "sft": 0.5}}}
+
+
+def make_trajectories(n: int, turns: int, seed: int = 0) -> list[Trajectory]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        ts = []
+        for t in range(turns):
+            cmd = f"cat file_{VOCAB[i % 5000]}_{VOCAB[t]}.txt | grep {rng.choice(VOCAB)}"
+            obs = " ".join(rng.choice(VOCAB) for _ in range(rng.randint(20, 200)))
+            if t % 4 == 3:
+                obs = cmd + "\n" + cmd  # an echo turn
+            ts.append(Turn(Action(ActionKind.COMMAND, cmd), Observation(obs)))
+        out.append(
+            Trajectory(
+                id=f"b{seed}-{i}",
+                domain=Domain.TERMINAL,
+                source=Source(kind=SourceKind.INHOUSE, name=f"group{i % 40}"),
+                task=f"bench task {i}",
+                action_space=ActionSpace(description="bash"),
+                turns=ts,
+            )
+        )
+    return out
+
+
+def baseline(shards: Path, cfg: PoolsConfig) -> tuple[int, float]:
+    """Single process, pyarrow reading, the same expansion and masking functions, no Beam."""
+    import pyarrow.parquet as pq
+
+    from pipelines.build import choose_pool
+    from pipelines.render import Lineage, cpt_row, sft_rows
+    from prompt_autoresearch.templates import load_template_set
+    from schemas.shards import shard_files
+    from worldline.tokenizer import get_token_counter
+
+    templates, counter = load_template_set(), get_token_counter()
+    turns = 0
+    start = time.perf_counter()
+    for f in shard_files(shards):
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=256):
+            for rec in batch.to_pylist():
+                traj = Trajectory.from_record(rec)
+                turns += len(traj.turns)
+                lineage = Lineage(traj.source.source_group, "inhouse", traj.id)
+                pool = choose_pool(cfg.assignment.ratios.pools, cfg.assignment.seed, traj.source.source_group)
+                if pool == "cpt":
+                    cpt_row(traj, lineage, cfg, templates, counter)
+                else:
+                    sft_rows(traj, lineage, cfg, templates, counter)
+    return turns, time.perf_counter() - start
+
+
+def beam_build(shards: Path, out: Path, args: list[str]) -> float:
+    """Wall time of one full `worldline pools build` in a fresh process; returns seconds."""
+    cfg_path = out.parent / "bench.yaml"
+    cfg_path.write_text(json.dumps(CONFIG))
+    cmd = [
+        sys.executable,
+        "-m",
+        "worldline",
+        "pools",
+        "build",
+        "--config",
+        str(cfg_path),
+        "--in",
+        str(shards),
+        "--out",
+        str(out),
+        *args,
+    ]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def peak_rss_mib(shards: Path, out: Path) -> float:
+    """Peak RSS of a build process (and its children), measured by the kernel."""
+    code = (
+        "import resource,subprocess,sys;"
+        f"subprocess.run([sys.executable,'-m','worldline','pools','build','--in',{str(shards)!r},"
+        f"'--out',{str(out)!r}],check=True,capture_output=True);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return int(res.stdout.strip().splitlines()[-1]) / 1024
+
+
+def minhash_bench(n_docs: int) -> None:
+    import datasketch
+    import rensa
+
+    from pipelines.minhash import estimated_jaccard, normalise, shingles, signatures
+
+    rng = random.Random(7)
+    base = [" ".join(rng.choice(VOCAB) for _ in range(300)) for _ in range(n_docs)]
+    sets = [shingles(normalise(t), 5) for t in base]  # shared preparation, not timed
+    encoded = [[s.encode() for s in ss] for ss in sets]
+    start = time.perf_counter()
+    rensa.RMinHash.digests_from_token_sets(sets, 128, 1)
+    t_ours = time.perf_counter() - start
+    start = time.perf_counter()
+    for enc in encoded:
+        m = datasketch.MinHash(num_perm=128, seed=1)
+        m.update_batch(enc)
+    t_ds = time.perf_counter() - start
+    print(
+        f"MinHash docs/s: rensa {n_docs / t_ours:,.0f}  datasketch {n_docs / t_ds:,.0f}  "
+        f"ratio {t_ds / t_ours:.1f}x (goal >= 10x)"
+    )
+    # labelled near-duplicate set: mutate 1% of words (dup) or 60% (not dup)
+    pairs = []
+    for i in range(400):
+        words = base[i].split()
+        rate = 0.01 if i % 2 == 0 else 0.6
+        mutated = [rng.choice(VOCAB) if rng.random() < rate else w for w in words]
+        pairs.append((normalise(base[i]), normalise(" ".join(mutated)), i % 2 == 0))
+    a = signatures([p[0] for p in pairs], num_perm=128, seed=1, width=5)
+    b = signatures([p[1] for p in pairs], num_perm=128, seed=1, width=5)
+    agree = correct_ours = correct_ds = 0
+    for (x, y, label), sa, sb in zip(pairs, a, b, strict=True):
+        ours_dup = estimated_jaccard(sa, sb) >= 0.8
+        ma, mb = datasketch.MinHash(num_perm=128, seed=1), datasketch.MinHash(num_perm=128, seed=1)
+        ma.update_batch([s.encode() for s in shingles(x, 5)])
+        mb.update_batch([s.encode() for s in shingles(y, 5)])
+        ds_dup = ma.jaccard(mb) >= 0.8
+        agree += ours_dup == ds_dup
+        correct_ours += ours_dup == label
+        correct_ds += ds_dup == label
+    n = len(pairs)
+    print(
+        f"labelled near-duplicates ({n} pairs): agreement {agree / n:.1%}, accuracy rensa {correct_ours / n:.1%}, "
+        f"datasketch {correct_ds / n:.1%}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trajectories", type=int, default=400)
+    ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--memory-base", type=int, default=100)
+    args = ap.parse_args()
+    cfg = PoolsConfig.from_dict(CONFIG)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        shards = root / "shards"
+        write_trajectories(shards, make_trajectories(args.trajectories, args.turns))
+        turns, t_base = baseline(shards, cfg)
+        t1 = beam_build(shards, root / "out1", [])
+        t2 = beam_build(
+            shards, root / "out2", ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
+        )
+        print(f"turns: {turns}")
+        print(
+            f"turns/s: pyarrow baseline {turns / t_base:,.0f}  beam 1 worker {turns / t1:,.0f}  "
+            f"beam 2 workers {turns / t2:,.0f}"
+        )
+        print(
+            f"ratios: 1 worker / baseline {t_base / t1:.2f}x (goal >= 0.5x); 2 workers / 1 worker "
+            f"{t1 / t2:.2f}x (goal >= 1.6x); Beam times include process and runner start-up"
+        )
+        minhash_bench(2000)
+        small, large = root / "m1", root / "m10"
+        write_trajectories(small, make_trajectories(args.memory_base, args.turns, seed=1))
+        write_trajectories(large, make_trajectories(args.memory_base * 10, args.turns, seed=2))
+        m1, m10 = peak_rss_mib(small, root / "mo1"), peak_rss_mib(large, root / "mo10")
+        print(
+            f"peak RSS: 1x ({args.memory_base} traj) {m1:,.0f} MiB  10x {m10:,.0f} MiB  ratio {m10 / m1:.2f} "
+            "(goal: flat)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""`worldline pools build | verify | summary`: the pool-building job from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pipelines.config import ALL_POOLS, ConfigError, PoolsConfig
+
+pools_app = typer.Typer(
+    help="Build, verify and summarise disjoint CPT / SFT / RL pools from trajectory shards (Apache Beam).",
+    no_args_is_help=True,
+)
+console = Console()
+
+
+@pools_app.command(
+    "build",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Run the Beam job. Extra arguments are Beam pipeline options, e.g. --direct_num_workers 2 "
+    "--direct_running_mode multi_processing, or --runner DataflowRunner --project P --region R.",
+)
+def build(
+    ctx: typer.Context,
+    inputs: list[Path] = typer.Option(..., "--in", help="Trajectory dataset folder(s) or part files."),
+    out: Path = typer.Option(..., "--out", help="Output folder for the pools."),
+    config: Path | None = typer.Option(None, "--config", help="Pools YAML (default: the paper's rules)."),
+    knowledge: list[Path] = typer.Option([], "--knowledge", help="World-knowledge corpora for CPT."),
+    evals: list[Path] = typer.Option([], "--eval", help="Evaluation sets (AgentWorldBench JSONL or shards)."),
+) -> None:
+    from pipelines.build import resolve_inputs, run_build
+    from pipelines.finalize import finalize
+
+    try:
+        cfg = PoolsConfig.load(config)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    out = out.resolve()
+    in_paths = [str(p.resolve()) for p in inputs]
+    know = [str(p.resolve()) for p in knowledge]
+    ev = [str(p.resolve()) for p in evals]
+    resolved = resolve_inputs(in_paths, know, ev, cfg)
+    console.print(
+        f"building pools from {len(resolved.trajectory_files)} part(s), {resolved.total_rows} "
+        f"trajectories, {len(resolved.knowledge_files)} corpus file(s), "
+        f"{len(resolved.eval_turns)} evaluation turn(s)"
+    )
+    run_build(resolved, str(out), cfg, list(ctx.args))
+    manifest = finalize(out, cfg, in_paths, know, ev)
+    _print_summary(manifest)
+    console.print(
+        f"pools and dataset cards: {out}/{{cpt,sft,rl,eval}}/ (README.md, card.json); "
+        f"manifest: {out / 'manifest.json'}"
+    )
+    if not manifest["counts"]["reconciles"]:
+        console.print("[red]counts do not reconcile: see stats in manifest.json[/red]")
+        raise typer.Exit(2)
+
+
+@pools_app.command("verify", help="Prove disjointness and per-pool rules; exit 1 listing offending rows.")
+def verify(
+    out: Path = typer.Argument(..., help="The folder `pools build` wrote."),
+    recount_tokens: bool = typer.Option(True, help="Recount every capped sample's tokens."),
+    check_inputs: bool = typer.Option(True, help="Re-fingerprint pooled trajectories from the inputs."),
+) -> None:
+    from pipelines.verify import verify_pools
+
+    manifest_path = out / "manifest.json"
+    if not manifest_path.exists():
+        console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
+        raise typer.Exit(1)
+    cfg = PoolsConfig.from_dict(json.loads(manifest_path.read_text("utf-8"))["config"])
+    violations = verify_pools(out, cfg, recount_tokens=recount_tokens, check_inputs=check_inputs)
+    if not violations:
+        console.print(
+            "[green]verified[/green]: pools are disjoint (ids, source groups, near-duplicate "
+            "clusters, evaluation overlap) and follow the per-pool rules"
+        )
+        return
+    for v in violations:
+        console.print(f"[red]{v.check}[/red]: {v.detail}")
+        for row in v.rows[:20]:
+            console.print(f"  {row}")
+        if len(v.rows) > 20:
+            console.print(f"  ... and {len(v.rows) - 20} more")
+    raise typer.Exit(1)
+
+
+@pools_app.command("summary", help="Print per-pool counts, domains and tokens from OUT/manifest.json.")
+def summary(out: Path = typer.Argument(..., help="The folder `pools build` wrote.")) -> None:
+    manifest_path = out / "manifest.json"
+    if not manifest_path.exists():
+        console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
+        raise typer.Exit(1)
+    _print_summary(json.loads(manifest_path.read_text("utf-8")))
+
+
+def _print_summary(manifest: dict) -> None:  # type: ignore[type-arg]
+    table = Table(title="pools")
+    for col in ("pool", "samples", "trajectories", "domains", "mean tokens", "max tokens"):
+        table.add_column(col)
+    for pool in ALL_POOLS:
+        info = manifest["pools"][pool]
+        tok = info["tokens"]
+        domains = ", ".join(f"{d}={n}" for d, n in info["samples_per_domain"].items())
+        table.add_row(
+            pool,
+            str(info["samples"]),
+            str(info["trajectories"]),
+            domains,
+            str(tok.get("mean", "-")),
+            str(tok.get("max", "-")),
+        )
+    console.print(table)
+    c = manifest["counts"]
+    console.print(
+        f"records in {c['records_in']} = pooled {c['pooled']} + removed {c['removed']}"
+        f" ({'reconciles' if c['reconciles'] else 'DOES NOT RECONCILE'})"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(pools_app, name="pools")

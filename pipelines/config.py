@@ -1,0 +1,309 @@
+"""The pool-building configuration: one YAML file, small dataclasses, every paper rule a setting.
+
+`PoolsConfig.load(path)` reads `pipelines/configs/pools.yaml`-style files; every key is optional and
+defaults to the paper's choices (section 3), so an empty file builds pools the way the paper did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+POOLS = ("cpt", "sft", "rl")
+"""Training pools, in the order pool rules are tried."""
+
+EVAL_POOL = "eval"
+"""Held-out evaluation set: disjoint from every training pool, exported in AgentWorldBench format."""
+
+ALL_POOLS = (*POOLS, EVAL_POOL)
+
+
+class ConfigError(ValueError):
+    """The pools configuration is not valid; the message names the key and the fix."""
+
+
+@dataclass(slots=True)
+class FilterConfig:
+    """Trajectory and turn filters of paper 3.1.2; each can be switched off."""
+
+    min_turns: int = 2
+    drop_undeclared_tools: bool = True
+    drop_gui_env_failures: bool = True
+    strip_empty_actions: bool = True
+    skip_retry_cycles: bool = True
+    drop_gui_no_change: bool = True
+    # Substrings that mark a GUI observation as an environment failure even when the collector did
+    # not set status=env_failure (public traces rarely do). Matched case-insensitively.
+    gui_failure_markers: list[str] = field(
+        default_factory=lambda: [
+            "captcha",
+            "are you a robot",
+            "err_connection",
+            "err_name_not_resolved",
+            "502 bad gateway",
+            "503 service unavailable",
+            "504 gateway timeout",
+            "state file not found",
+            "no such file: state",
+        ]
+    )
+
+
+@dataclass(slots=True)
+class DedupConfig:
+    """Exact and near-duplicate removal over normalised action + observation text."""
+
+    num_perm: int = 128
+    threshold: float = 0.8  # Jaccard over word shingles; LSH bands/rows come from datasketch's optimiser
+    shingle_words: int = 5
+    seed: int = 1
+    # Which member of a cluster survives: the highest source priority, then more turns, then the
+    # smallest seeded hash of the id. Ties cannot remain (ids are unique).
+    source_priority: list[str] = field(default_factory=lambda: ["inhouse", "infra", "public", "knowledge"])
+
+
+@dataclass(slots=True)
+class DecontaminationConfig:
+    """Removal of trajectories whose turns near-duplicate an evaluation sample."""
+
+    threshold: float = 0.7  # Jaccard between one training turn and one evaluation turn
+    min_turn_words: int = 8  # shorter turns ("ls", "ok") match by chance and are not evidence
+    shingle_words: int = 3
+
+
+@dataclass(slots=True)
+class PoolRule:
+    """Where a source kind goes: one pool, or several split by seeded hash of the source group."""
+
+    pools: dict[str, float]
+
+    def validate(self, where: str) -> None:
+        for name, weight in self.pools.items():
+            if name not in ALL_POOLS:
+                raise ConfigError(f"{where}: unknown pool {name!r}; use one of {', '.join(ALL_POOLS)}")
+            if weight < 0:
+                raise ConfigError(f"{where}.{name}: weight {weight} is negative")
+        if sum(self.pools.values()) <= 0:
+            raise ConfigError(f"{where}: weights sum to zero; give at least one positive weight")
+
+
+@dataclass(slots=True)
+class AssignmentConfig:
+    """Source-group-to-pool rules. `by_source_kind` follows the paper; `by_ratio` ignores kinds."""
+
+    mode: str = "by_source_kind"
+    seed: int = 17
+    by_kind: dict[str, PoolRule] = field(
+        default_factory=lambda: {
+            "infra": PoolRule({"cpt": 1.0}),
+            "public": PoolRule({"cpt": 1.0}),
+            "inhouse": PoolRule({"sft": 0.5, "rl": 0.5}),
+            "knowledge": PoolRule({"cpt": 1.0}),
+        }
+    )
+    ratios: PoolRule = field(default_factory=lambda: PoolRule({"cpt": 0.6, "sft": 0.2, "rl": 0.2}))
+
+    def rule_for(self, kind: str) -> PoolRule:
+        if self.mode == "by_ratio":
+            return self.ratios
+        rule = self.by_kind.get(kind)
+        if rule is None:
+            raise ConfigError(f"assignment.by_kind has no rule for source kind {kind!r}; add one")
+        return rule
+
+
+@dataclass(slots=True)
+class LossMaskConfig:
+    """Table 3 of the paper with the three decisions it leaves open made explicit.
+
+    precedence: the order categories are tried; the first whose signature matches wins. The most
+    specific, lowest-share signatures come first: echo (nested inside boilerplate), boilerplate,
+    transform; then expansion (mostly nested inside retrieval), action, retrieval. With the default
+    shares the assigned share is the smallest share among all matching signatures.
+    short_action_chars: an observation is "short" when it has at most this many characters; the
+    action category then applies regardless of R (a brief acknowledgement of a long action).
+    keep: which tokens of a partially kept turn stay in the loss: "tail" (default: echoed or
+    repeated material comes first in terminal echoes and re-rendered pages, what is new comes last)
+    or "head".
+    """
+
+    shares: dict[str, float] = field(
+        default_factory=lambda: {
+            "retrieval": 1.0,
+            "expansion": 1.0,
+            "action": 1.0,
+            "transform": 0.5,
+            "boilerplate": 0.1,
+            "echo": 0.05,
+            "other": 1.0,
+        }
+    )
+    precedence: list[str] = field(
+        default_factory=lambda: ["echo", "boilerplate", "transform", "expansion", "action", "retrieval"]
+    )
+    short_observation_chars: int = 80
+    keep: str = "tail"
+    system_prompt_share: float = 0.0  # the rendered template repeats across samples: not learned
+
+    def validate(self) -> None:
+        known = {"retrieval", "expansion", "action", "transform", "boilerplate", "echo"}
+        unknown = set(self.precedence) - known
+        if unknown:
+            raise ConfigError(f"loss_mask.precedence: unknown categories {sorted(unknown)}")
+        if set(self.precedence) != known:
+            missing = sorted(known - set(self.precedence))
+            raise ConfigError(f"loss_mask.precedence: list every category once; missing {missing}")
+        if self.keep not in ("head", "tail"):
+            raise ConfigError(f"loss_mask.keep: {self.keep!r} is not 'head' or 'tail'")
+        for name, share in self.shares.items():
+            if not 0.0 <= share <= 1.0:
+                raise ConfigError(f"loss_mask.shares.{name}: {share} is outside 0..1")
+
+
+@dataclass(slots=True)
+class SftConfig:
+    max_tokens: int = 256_000
+    template_versions: list[int] = field(default_factory=lambda: list(range(2, 12)))
+    seed: int = 23
+    target_format: str = "tagged"  # "tagged": <predicted_observation> block; "raw": the observation only
+
+
+@dataclass(slots=True)
+class RlConfig:
+    max_prompt_tokens: int = 128_000
+    template_version: int = 0
+    seed: int = 29
+    rubric_weight: float = 0.9
+    rule_weight: float = 0.1
+
+
+@dataclass(slots=True)
+class CptConfig:
+    template_version: int = 1
+    knowledge_template: str = "plain"  # world-knowledge documents are single-turn text, no template
+
+
+@dataclass(slots=True)
+class EvalExportConfig:
+    """AgentWorldBench export of the eval pool: text domains keep first, last and 3 middle turns."""
+
+    seed: int = 31
+
+
+@dataclass(slots=True)
+class PoolsConfig:
+    """Everything `worldline pools build` needs besides its inputs."""
+
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    decontamination: DecontaminationConfig = field(default_factory=DecontaminationConfig)
+    assignment: AssignmentConfig = field(default_factory=AssignmentConfig)
+    loss_mask: LossMaskConfig = field(default_factory=LossMaskConfig)
+    cpt: CptConfig = field(default_factory=CptConfig)
+    sft: SftConfig = field(default_factory=SftConfig)
+    rl: RlConfig = field(default_factory=RlConfig)
+    eval_export: EvalExportConfig = field(default_factory=EvalExportConfig)
+    templates_dir: str | None = None  # None: the shipped seed templates
+    tokenizer: str | None = None  # None: WORLDLINE_TOKENIZER or Qwen3.6
+    trajectories_per_shard: int = 2_000
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> PoolsConfig:
+        if path is None:
+            cfg = cls()
+        else:
+            raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{path}: top level must be a mapping of sections")
+            cfg = cls.from_dict(raw, where=str(path))
+        cfg.validate()
+        return cfg
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = "config") -> PoolsConfig:
+        cfg = cls()
+        sections = {f.name: f for f in fields(cls)}
+        for key, value in raw.items():
+            if key not in sections:
+                raise ConfigError(f"{where}: unknown key {key!r}; known: {', '.join(sections)}")
+            current = getattr(cfg, key)
+            if key == "assignment":
+                setattr(cfg, key, _assignment(value, f"{where}.assignment"))
+            elif hasattr(current, "__dataclass_fields__"):
+                setattr(cfg, key, _section(type(current), value, f"{where}.{key}"))
+            else:
+                setattr(cfg, key, value)
+        return cfg
+
+    def validate(self) -> None:
+        self.loss_mask.validate()
+        if self.assignment.mode not in ("by_source_kind", "by_ratio"):
+            raise ConfigError(f"assignment.mode: {self.assignment.mode!r} is not by_source_kind or by_ratio")
+        for kind, rule in self.assignment.by_kind.items():
+            rule.validate(f"assignment.by_kind.{kind}")
+        self.assignment.ratios.validate("assignment.ratios")
+        knowledge = self.assignment.by_kind.get("knowledge")
+        if knowledge and set(knowledge.pools) - {"cpt"}:
+            raise ConfigError("assignment.by_kind.knowledge: world-knowledge documents can only go to cpt")
+        if not self.sft.template_versions:
+            raise ConfigError("sft.template_versions: give at least one template version")
+        if abs(self.rl.rubric_weight + self.rl.rule_weight - 1.0) > 1e-9:
+            raise ConfigError("rl.rubric_weight + rl.rule_weight must sum to 1 (the paper mixes 9:1)")
+        if not 0 < self.dedup.threshold <= 1 or not 0 < self.decontamination.threshold <= 1:
+            raise ConfigError("dedup.threshold and decontamination.threshold must lie in (0, 1]")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def fingerprint(self) -> str:
+        """A short hash of the effective configuration, recorded in every card and manifest."""
+        text = json.dumps(self.to_json(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _section(cls: type, value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = set(value) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
+    base = cls()
+    for k, v in value.items():
+        setattr(base, k, v)
+    return base
+
+
+def _rule(value: Any, where: str) -> PoolRule:
+    if isinstance(value, str):
+        return PoolRule({value: 1.0})
+    if isinstance(value, list):
+        return PoolRule({str(v): 1.0 for v in value})
+    if isinstance(value, dict) and set(value) == {"pools"} and isinstance(value["pools"], dict):
+        value = value["pools"]  # the form `to_json()` writes
+    if isinstance(value, dict):
+        return PoolRule({str(k): float(v) for k, v in value.items()})
+    raise ConfigError(f"{where}: give a pool name, a list of pools or a mapping pool -> weight")
+
+
+def _assignment(value: Any, where: str) -> AssignmentConfig:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    cfg = AssignmentConfig()
+    for key, v in value.items():
+        if key == "mode":
+            cfg.mode = str(v)
+        elif key == "seed":
+            cfg.seed = int(v)
+        elif key == "by_kind":
+            cfg.by_kind = {str(k): _rule(r, f"{where}.by_kind.{k}") for k, r in v.items()}
+        elif key == "ratios":
+            cfg.ratios = _rule(v, f"{where}.ratios")
+        else:
+            raise ConfigError(f"{where}: unknown key {key!r}; known: mode, seed, by_kind, ratios")
+    return cfg

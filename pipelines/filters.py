@@ -1,0 +1,153 @@
+"""Validation and the trajectory / turn filters of paper 3.1.2, as small functions with reason codes.
+
+Each trajectory filter returns None (keep) or a reason code (drop); turn filters return the edited
+trajectory and how many turns they removed. The Beam job counts every code, so the dataset card can
+say how many records each rule removed and counts reconcile (in = kept + dropped + quarantined).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.config import FilterConfig
+from schemas.trajectory import (
+    GUI_DOMAINS,
+    TOOL_DOMAINS,
+    ActionKind,
+    Trajectory,
+    TrajectoryStatus,
+    Turn,
+)
+
+# Reason codes (stable strings: dataset cards and tests refer to them).
+INVALID_RECORD = "invalid_record"
+MISSING_ID = "missing_id"
+TOO_FEW_TURNS = "too_few_turns"
+UNDECLARED_TOOL = "undeclared_tool"
+GUI_ENV_FAILURE = "gui_env_failure"
+TOO_FEW_TURNS_AFTER_TURN_FILTERS = "too_few_turns_after_turn_filters"
+EMPTY_ACTION_TURNS = "empty_action_turns"
+RETRY_CYCLE_TURNS = "retry_cycle_turns"
+GUI_NO_CHANGE_TURNS = "gui_no_change_turns"
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    """What the filters did to one record: the kept trajectory or the drop reason, and turn counts."""
+
+    trajectory: Trajectory | None
+    drop_reason: str | None = None
+    detail: str = ""
+    removed_turns: Counter[str] = field(default_factory=Counter)
+
+
+def validate_record(record: dict[str, Any]) -> tuple[Trajectory | None, str | None, str]:
+    """Parse one Arrow row into a Trajectory, or say why it cannot be used (quarantine code + detail)."""
+    rid = record.get("id") or ""
+    if not rid:
+        return None, MISSING_ID, "field 'id' is empty; give every trajectory a stable id (schemas.stable_id)"
+    try:
+        traj = Trajectory.from_record(record)
+    except (ValueError, KeyError, TypeError) as exc:
+        return None, INVALID_RECORD, f"trajectory {rid}: {exc}"
+    return traj, None, ""
+
+
+def undeclared_tools(traj: Trajectory) -> list[str]:
+    """Tools an MCP/SWE trajectory calls that its per-trajectory action space does not declare."""
+    declared = traj.action_space.tool_names()
+    called: list[str] = []
+    for turn in traj.turns:
+        if turn.action.kind != ActionKind.TOOL_CALL:
+            continue
+        name = turn.action.tool_name or _tool_name_from_text(turn.action.text)
+        if name and name not in declared:
+            called.append(name)
+    return sorted(set(called))
+
+
+def _tool_name_from_text(text: str) -> str | None:
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    if isinstance(obj, dict):
+        name = obj.get("name") or obj.get("tool") or (obj.get("function") or {}).get("name")
+        return str(name) if name else None
+    return None
+
+
+def gui_env_failure(traj: Trajectory, markers: list[str]) -> str | None:
+    """Why a GUI trajectory counts as hit by an environment failure, or None.
+
+    The collector's own verdict (status env_failure) counts; so does an error observation whose text
+    carries a failure marker (CAPTCHA, HTTP 5xx, missing state file), which public traces need.
+    """
+    if traj.status == TrajectoryStatus.ENV_FAILURE:
+        return f"status env_failure: {traj.status_reason or 'no reason given'}"
+    lowered = [m.lower() for m in markers]
+    for i, turn in enumerate(traj.turns, start=1):
+        text = turn.observation.text.lower()
+        for marker in lowered:
+            if marker in text:
+                return f"turn {i} observation contains {marker!r}"
+    return None
+
+
+def drop_gui_no_change_turns(traj: Trajectory) -> tuple[Trajectory, int]:
+    """Remove GUI turns whose state did not change: the collector's flag, else identical screens.
+
+    A turn is no-change when `state_changed` is False, or (flag unknown) when its observation equals
+    the previous turn's observation after whitespace normalisation. The first turn is always kept:
+    it has no "before" screen to compare with.
+    """
+    kept: list[Turn] = []
+    removed = 0
+    previous: str | None = None
+    for turn in traj.turns:
+        screen = " ".join(turn.observation.text.split())
+        unchanged = turn.state_changed is False or (turn.state_changed is None and screen == previous)
+        if unchanged and kept:
+            removed += 1
+        else:
+            kept.append(turn)
+        previous = screen
+    if removed:
+        traj.turns = kept
+    return traj, removed
+
+
+def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
+    """All paper filters in the paper's order; turn filters run before the final turn-count check."""
+    if len(traj.turns) < cfg.min_turns:
+        return FilterOutcome(None, TOO_FEW_TURNS, f"{len(traj.turns)} turn(s) < {cfg.min_turns}")
+    if cfg.drop_undeclared_tools and traj.domain in TOOL_DOMAINS:
+        missing = undeclared_tools(traj)
+        if missing:
+            return FilterOutcome(None, UNDECLARED_TOOL, f"calls undeclared tool(s) {', '.join(missing)}")
+    if cfg.drop_gui_env_failures and traj.domain in GUI_DOMAINS:
+        why = gui_env_failure(traj, cfg.gui_failure_markers)
+        if why:
+            return FilterOutcome(None, GUI_ENV_FAILURE, why)
+    removed: Counter[str] = Counter()
+    if cfg.strip_empty_actions or cfg.skip_retry_cycles:
+        # The cleaner's own rules: pools apply the same definitions when the cleaner did not run.
+        from curation_agents.turn_rules import skip_retry_cycles, strip_empty_actions
+    if cfg.strip_empty_actions:
+        traj, n = strip_empty_actions(traj)
+        removed[EMPTY_ACTION_TURNS] += n
+    if cfg.skip_retry_cycles:
+        traj, n = skip_retry_cycles(traj)
+        removed[RETRY_CYCLE_TURNS] += n
+    if cfg.drop_gui_no_change and traj.domain in GUI_DOMAINS:
+        traj, n = drop_gui_no_change_turns(traj)
+        removed[GUI_NO_CHANGE_TURNS] += n
+    removed = +removed
+    if len(traj.turns) < cfg.min_turns:
+        return FilterOutcome(
+            None, TOO_FEW_TURNS_AFTER_TURN_FILTERS, f"{len(traj.turns)} turn(s) left", removed_turns=removed
+        )
+    return FilterOutcome(traj, removed_turns=removed)

@@ -1,0 +1,345 @@
+"""Rendering trajectories into CPT, SFT and RL pool rows (the one internal form of each pool).
+
+Turns use AgentWorldBench's sample layout (`### Turn N`, `**Action:**` + a fenced block,
+`**Environment Observation:**`, rendered by worldline.agentworldbench), so a model trained on our pools reads AgentWorldBench prompts the
+way it read its training data. System prompts come from the active template set with the
+trajectory's own tool definitions, demonstrations, initial state and simulation instruction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.config import PoolsConfig
+from pipelines.lossmask import kept_token_range, loss_mask_category
+from pipelines.minhash import stable_hash
+from prompt_autoresearch.templates import TemplateSet
+from schemas.trajectory import Domain, Trajectory
+from worldline.agentworldbench import render_action_prompt, render_observation
+from worldline.tokenizer import TokenCounter
+
+OBSERVATION_OPEN = "<predicted_observation>"
+OBSERVATION_CLOSE = "</predicted_observation>"
+
+RUBRIC_DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
+
+# Actions whose observation is deterministic content (paper 4.2's first tier): an exact-match rule
+# verifier exists for them. Runtime metadata in the observation (times, PIDs, addresses) voids it.
+_DETERMINISTIC_COMMANDS = frozenset(
+    {
+        "cat",
+        "head",
+        "tail",
+        "wc",
+        "sort",
+        "uniq",
+        "grep",
+        "echo",
+        "printf",
+        "expr",
+        "sha256sum",
+        "md5sum",
+        "base64",
+        "seq",
+        "tr",
+        "cut",
+        "jq",
+        "nl",
+        "rev",
+    }
+)
+_DETERMINISTIC_TOOLS = frozenset({"read", "read_file", "view", "str_replace_editor_view", "read_text_file"})
+_RUNTIME_METADATA = re.compile(
+    r"\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}|0x[0-9a-f]{6,}|\bpid\b|[0-9a-f]{8}-[0-9a-f]{4}-", re.IGNORECASE
+)
+
+
+def system_values(traj: Trajectory) -> dict[str, str | None]:
+    """The template placeholders filled from one trajectory (its own tools, demos, state, conditions)."""
+    tools = [t.to_json() for t in traj.action_space.tools]
+    tool_text = json.dumps(tools, ensure_ascii=False, indent=2) if tools else None
+    action_space = traj.action_space.description or (
+        "Calls to the tools listed below." if tools else f"The standard {traj.domain.value} actions."
+    )
+    return {
+        "domain": traj.domain.value,
+        "task": traj.task,
+        "action_space": action_space,
+        "tool_definitions": tool_text,
+        "initial_state": traj.initial_state,
+        "demonstrations": traj.demonstrations,
+        "simulation_instruction": traj.simulation_instruction,
+    }
+
+
+def action_block(n: int, traj: Trajectory, index: int) -> str:
+    """AgentWorldBench's action prompt for turn n (the same renderer its exporter uses)."""
+    return render_action_prompt(n, traj.turns[index].action.text, traj.domain) + "\n"
+
+
+def turn_block(n: int, traj: Trajectory, index: int) -> str:
+    """One history turn: the action prompt and the ground-truth observation."""
+    return f"{action_block(n, traj, index)}{render_observation(traj.turns[index].observation.text)}\n\n"
+
+
+def sft_template_version(cfg: PoolsConfig, trajectory_id: str, turn_index: int) -> int:
+    """Uniform, seeded choice among the SFT template versions, per sample."""
+    versions = cfg.sft.template_versions
+    return versions[stable_hash("sft-template", cfg.sft.seed, trajectory_id, turn_index) % len(versions)]
+
+
+def rl_turn_index(cfg: PoolsConfig, trajectory_id: str, num_turns: int) -> int:
+    """The one RL turn of a trajectory (1-based), a seeded hash of its id: never process order."""
+    return stable_hash("rl-turn", cfg.rl.seed, trajectory_id) % num_turns + 1
+
+
+def _boundary(counter: TokenCounter, text: str, ids: list[int], k: int, direction: int) -> tuple[int, int]:
+    """Character offset of token boundary k, moved by `direction` until it falls on a character edge."""
+    while 0 < k < len(ids):
+        prefix = counter.decode(ids[:k])
+        if text.startswith(prefix):
+            return k, len(prefix)
+        k += direction
+    return k, (0 if k <= 0 else len(text))
+
+
+def kept_char_span(counter: TokenCounter, text: str, share: float, keep: str) -> tuple[int, int, int]:
+    """(start_char, end_char, kept_tokens) of the part of `text` that stays in the loss."""
+    ids = counter.encode(text)
+    start, end = kept_token_range(len(ids), share, keep)
+    if start == end:
+        return 0, 0, 0
+    if keep == "tail":
+        start, start_char = _boundary(counter, text, ids, start, +1)
+        return start_char, len(text), len(ids) - start
+    end, end_char = _boundary(counter, text, ids, end, -1)
+    return 0, end_char, end
+
+
+@dataclass(slots=True)
+class Lineage:
+    """The pool-independent facts every row of one trajectory carries."""
+
+    source_id: str
+    source_kind: str
+    dedup_cluster: str
+
+
+def _common(traj: Trajectory, lineage: Lineage, sample_id: str, version: int) -> dict[str, Any]:
+    return {
+        "sample_id": sample_id,
+        "trajectory_id": traj.id,
+        "source_id": lineage.source_id,
+        "source_kind": lineage.source_kind,
+        "domain": traj.domain.value,
+        "template_version": version,
+        "dedup_cluster": lineage.dedup_cluster,
+    }
+
+
+def cpt_row(
+    traj: Trajectory, lineage: Lineage, cfg: PoolsConfig, templates: TemplateSet, counter: TokenCounter
+) -> dict[str, Any]:
+    """The whole trajectory as one text (template v1) with per-turn loss-mask spans (Table 3)."""
+    lm = cfg.loss_mask
+    system = templates.get(cfg.cpt.template_version).render(system_values(traj)) + "\n"
+    spans: list[dict[str, Any]] = []
+    parts = [system]
+    offset = 0
+    loss_tokens = 0
+    s, e, k = kept_char_span(counter, system, lm.system_prompt_share, lm.keep)
+    if e > s:
+        spans.append(
+            {"start": s, "end": e, "turn_index": 0, "category": "system", "share": lm.system_prompt_share}
+        )
+        loss_tokens += k
+    offset = len(system)
+    categories = []
+    for i, turn in enumerate(traj.turns):
+        block = turn_block(i + 1, traj, i)
+        category, share = loss_mask_category(turn.action.text, turn.observation.text, lm)
+        categories.append(category)
+        s, e, k = kept_char_span(counter, block, share, lm.keep)
+        if e > s:
+            spans.append(
+                {
+                    "start": offset + s,
+                    "end": offset + e,
+                    "turn_index": i + 1,
+                    "category": category,
+                    "share": share,
+                }
+            )
+            loss_tokens += k
+        parts.append(block)
+        offset += len(block)
+    text = "".join(parts)
+    return {
+        **_common(traj, lineage, f"cpt:{traj.id}", cfg.cpt.template_version),
+        "text": text,
+        "loss_spans": spans,
+        "turn_categories": categories,
+        "num_turns": len(traj.turns),
+        "tokens": counter.count(text),
+        "loss_tokens": loss_tokens,
+        "is_knowledge": False,
+    }
+
+
+def knowledge_row(doc: dict[str, Any], lineage: Lineage, counter: TokenCounter) -> dict[str, Any]:
+    """A world-knowledge document as single-turn CPT text, wholly in the loss."""
+    text = doc["text"]
+    tokens = counter.count(text)
+    return {
+        "sample_id": f"cpt:{doc['id']}",
+        "trajectory_id": doc["id"],
+        "source_id": lineage.source_id,
+        "source_kind": "knowledge",
+        "domain": "knowledge",
+        "template_version": -1,
+        "dedup_cluster": lineage.dedup_cluster,
+        "text": text,
+        "loss_spans": [
+            {"start": 0, "end": len(text), "turn_index": 0, "category": "knowledge", "share": 1.0}
+        ],
+        "turn_categories": [],
+        "num_turns": 1,
+        "tokens": tokens,
+        "loss_tokens": tokens,
+        "is_knowledge": True,
+    }
+
+
+def target_text(observation: str, cfg: PoolsConfig) -> str:
+    if cfg.sft.target_format == "raw":
+        return observation
+    return f"{OBSERVATION_OPEN}\n{observation}\n{OBSERVATION_CLOSE}"
+
+
+def sft_rows(
+    traj: Trajectory, lineage: Lineage, cfg: PoolsConfig, templates: TemplateSet, counter: TokenCounter
+) -> list[dict[str, Any]]:
+    """One sample per turn: system + turns 1..t-1 + action_t -> observation_t, capped in tokens.
+
+    Over-long samples lose their oldest history turns first (a note says how many); if the system
+    prompt, action and target alone exceed the cap, the target keeps its leading tokens.
+    """
+    cap = cfg.sft.max_tokens
+    blocks = [turn_block(i + 1, traj, i) for i in range(len(traj.turns))]
+    block_tokens = (
+        counter.count_many(blocks) if hasattr(counter, "count_many") else [counter.count(b) for b in blocks]
+    )
+    values = system_values(traj)
+    rows = []
+    for t in range(1, len(traj.turns) + 1):
+        version = sft_template_version(cfg, traj.id, t)
+        system = templates.get(version).render(values)
+        turn = traj.turns[t - 1]
+        current = action_block(t, traj, t - 1)
+        target = target_text(turn.observation.text, cfg)
+        fixed = counter.count(system) + counter.count(current) + counter.count(target)
+        history_tokens = sum(block_tokens[: t - 1])
+        before = fixed + history_tokens
+        dropped = 0
+        while dropped < t - 1 and fixed + history_tokens > cap:
+            history_tokens -= block_tokens[dropped]
+            dropped += 1
+        note = f"[turns 1..{dropped} omitted]\n\n" if dropped else ""
+        user = note + "".join(blocks[dropped : t - 1]) + current
+        target_truncated = False
+        total = counter.count(system) + counter.count(user) + counter.count(target)
+        if total > cap:
+            budget = max(0, cap - (total - counter.count(target)))
+            target = counter.decode(counter.encode(target)[:budget])
+            target_truncated = True
+            total = counter.count(system) + counter.count(user) + counter.count(target)
+        rows.append(
+            {
+                **_common(traj, lineage, f"sft:{traj.id}:{t}", version),
+                "turn_index": t,
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": user},
+                    {"role": "assistant", "content": target},
+                ],
+                "tokens": total,
+                "truncated": dropped > 0 or target_truncated,
+                "dropped_history_turns": dropped,
+                "target_truncated": target_truncated,
+                "tokens_before_truncation": before,
+            }
+        )
+    return rows
+
+
+def rule_verifier(traj: Trajectory, turn_index: int) -> str:
+    """ "exact_match" when the turn's observation is deterministic content, else "none"."""
+    turn = traj.turns[turn_index - 1]
+    if traj.domain not in (Domain.TERMINAL, Domain.SWE, Domain.MCP):
+        return "none"
+    if _RUNTIME_METADATA.search(turn.observation.text) or turn.observation.is_error:
+        return "none"
+    tool = (turn.action.tool_name or "").lower()
+    if tool in _DETERMINISTIC_TOOLS:
+        return "exact_match"
+    command = turn.action.text
+    try:
+        parsed = json.loads(command)
+        if isinstance(parsed, list):  # keystrokes form: the typed text
+            command = "".join(str(k.get("keystrokes", "")) for k in parsed if isinstance(k, dict))
+        elif isinstance(parsed, dict):
+            command = str(parsed.get("command") or (parsed.get("arguments") or {}).get("command") or "")
+    except (json.JSONDecodeError, TypeError, AttributeError):
+        pass
+    words = command.strip().split()
+    return "exact_match" if words and words[0] in _DETERMINISTIC_COMMANDS else "none"
+
+
+def reward_spec(cfg: PoolsConfig, verifier: str) -> dict[str, Any]:
+    """The reward a trainer computes: rubric (5..25) mixed with a 0/1 rule verifier scaled to 0..25.
+
+    Without a verifier the rubric carries the whole reward (weights 1:0), so rows stay comparable.
+    """
+    has_rule = verifier != "none"
+    return {
+        "rubric": {
+            "dimensions": list(RUBRIC_DIMENSIONS),
+            "scale": [1, 5],
+            "score": "mean of the dimensions x 5 (range 5..25); 0 when the judge output cannot be parsed",
+            "reference_grounded": True,
+        },
+        "rule": {"verifier": verifier, "scale": [0, 25], "score": "25 if correct else 0"}
+        if has_rule
+        else None,
+        "weights": {
+            "rubric": cfg.rl.rubric_weight if has_rule else 1.0,
+            "rule": cfg.rl.rule_weight if has_rule else 0.0,
+        },
+        "range": [0, 25],
+    }
+
+
+def rl_row(
+    traj: Trajectory, lineage: Lineage, cfg: PoolsConfig, templates: TemplateSet, counter: TokenCounter
+) -> tuple[dict[str, Any] | None, int]:
+    """Exactly one turn of the trajectory, template v0; None when the prompt exceeds the cap."""
+    t = rl_turn_index(cfg, traj.id, len(traj.turns))
+    system = templates.get(cfg.rl.template_version).render(system_values(traj))
+    user = "".join(turn_block(i + 1, traj, i) for i in range(t - 1)) + action_block(t, traj, t - 1)
+    prompt_tokens = counter.count(system) + counter.count(user)
+    if prompt_tokens > cfg.rl.max_prompt_tokens:
+        return None, prompt_tokens
+    verifier = rule_verifier(traj, t)
+    return {
+        **_common(traj, lineage, f"rl:{traj.id}", cfg.rl.template_version),
+        "turn_index": t,
+        "num_turns": len(traj.turns),
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "ground_truth": traj.turns[t - 1].observation.text,
+        "prompt_tokens": prompt_tokens,
+        "verifier": verifier,
+        "reward_spec": json.dumps(reward_spec(cfg, verifier), sort_keys=True),
+    }, prompt_tokens

@@ -1,0 +1,48 @@
+"""Runner configurations: Dataflow Flex Template metadata and portable-runner options parse as documented."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    GoogleCloudOptions,
+    PipelineOptions,
+    PortableOptions,
+    StandardOptions,
+)
+from typer.main import get_command
+
+from worldline.cli import app
+
+
+def test_flex_template_parameters_are_build_options() -> None:
+    meta = json.loads(Path("infra/dataflow/metadata.json").read_text())
+    build = get_command(app).commands["pools"].commands["build"]  # type: ignore[attr-defined]
+    options = {o.lstrip("-") for p in build.params for o in p.opts}
+    assert {p["name"] for p in meta["parameters"]} <= options
+
+
+def test_dataflow_and_portable_options_parse() -> None:
+    df = PipelineOptions(
+        [
+            "--runner",
+            "DataflowRunner",
+            "--project",
+            "p",
+            "--region",
+            "us-central1",
+            "--temp_location",
+            "gs://b/tmp",
+            "--experiments",
+            "use_runner_v2",
+        ]
+    )
+    assert df.view_as(StandardOptions).runner == "DataflowRunner"
+    assert df.view_as(GoogleCloudOptions).region == "us-central1"
+    assert "use_runner_v2" in df.view_as(DebugOptions).experiments
+    flink = PipelineOptions(
+        ["--runner", "PortableRunner", "--job_endpoint", "localhost:8099", "--environment_type", "DOCKER"]
+    )
+    assert flink.view_as(PortableOptions).job_endpoint == "localhost:8099"
