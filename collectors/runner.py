@@ -292,6 +292,8 @@ def run_episode(
             collected_at=utc_now(),
             agent=policy.name,
             model=policy.model,
+            # Every run of one task is one source group: pools never split a task across CPT/SFT/RL.
+            group=f"{source_name}/{task.id}",
         ),
         task=task.instruction,
         action_space=action_space,

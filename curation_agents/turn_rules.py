@@ -48,7 +48,11 @@ def is_empty_action(turn: Turn) -> bool:
             keys = json.loads(text)
         except (ValueError, RecursionError):
             return False
-        if isinstance(keys, list) and keys and all(isinstance(k, dict) and not k.get("keystrokes") for k in keys):
+        if (
+            isinstance(keys, list)
+            and keys
+            and all(isinstance(k, dict) and not k.get("keystrokes") for k in keys)
+        ):
             return True
     return False
 
@@ -67,7 +71,8 @@ def strip_empty_actions(traj: Trajectory) -> tuple[Trajectory, int]:
         if extra and kept and turn.action.kind != ActionKind.EMPTY:
             prev = kept[-1]
             kept[-1] = dataclasses.replace(
-                prev, observation=dataclasses.replace(prev.observation, text=prev.observation.text + "\n" + extra)
+                prev,
+                observation=dataclasses.replace(prev.observation, text=prev.observation.text + "\n" + extra),
             )
     return dataclasses.replace(traj, turns=kept), removed
 
@@ -121,4 +126,6 @@ def skip_retry_cycles(traj: Trajectory) -> tuple[Trajectory, int]:
 
 def replace_observation(turn: Turn, text: str) -> Turn:
     """A copy of `turn` with a new observation text (format and error flag kept)."""
-    return dataclasses.replace(turn, observation=Observation(text, turn.observation.format, turn.observation.is_error))
+    return dataclasses.replace(
+        turn, observation=Observation(text, turn.observation.format, turn.observation.is_error)
+    )
