@@ -1,0 +1,204 @@
+"""Align: map a parsed, segmented record onto the unified trajectory schema.
+
+Domain, action kinds, tool calls as JSON, the action space (declared tools, plus the tools actually
+used when the source declares none) and provenance. When the domain can only be guessed, the record
+is marked `align_unsure` and the LLM aligner decides if an endpoint is configured.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from curation_agents.formats import TERMINAL_FORMATS, Format
+from curation_agents.model import CleanConfig, ParsedRecord, RawTurn, Reason, RecordRef, StageFailure
+from schemas import (
+    Action,
+    ActionKind,
+    ActionSpace,
+    Domain,
+    Observation,
+    ObservationFormat,
+    Source,
+    SourceKind,
+    ToolSpec,
+    Trajectory,
+    TrajectoryStatus,
+    Turn,
+    stable_id,
+)
+
+SWE_TOOLS = frozenset(
+    {
+        "str_replace_editor",
+        "str_replace_based_edit_tool",
+        "edit",
+        "create",
+        "open",
+        "insert",
+        "goto",
+        "scroll_up",
+        "scroll_down",
+        "find_file",
+        "search_file",
+        "search_dir",
+        "submit",
+        "read",
+        "write",
+        "Read",
+        "Edit",
+        "Write",
+        "MultiEdit",
+        "Glob",
+        "Grep",
+        "apply_patch",
+        "view",
+        "file_editor",
+    }
+)
+SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "terminal", "run", "Bash", "exec", "run_command"})
+SEARCH_TOOLS = frozenset({"web_search", "web_extractor", "dict_memory", "search", "fetch", "browse"})
+TERMINAL_DESCRIPTION = (
+    "Command lines typed at a shell prompt (or a REPL started from it); the terminal shows the result."
+)
+
+
+def infer_domain(parsed: ParsedRecord, turns: list[RawTurn]) -> tuple[Domain, bool]:
+    """(domain, unsure). Sources that name their domain are trusted; otherwise the tools decide."""
+    if parsed.get("format") in TERMINAL_FORMATS:
+        return Domain.TERMINAL, False
+    if parsed.get("domain"):
+        return Domain(str(parsed["domain"])), False
+    used = {t.get("tool_name") for t in turns if t.get("tool_name")}
+    kinds = {t.get("action_kind") for t in turns}
+    if used & SWE_TOOLS or (used and used <= SHELL_TOOLS):
+        return Domain.SWE, False
+    if used and used <= SEARCH_TOOLS:
+        return Domain.SEARCH, False
+    if "gui" in kinds:
+        return Domain.WEB, False
+    if used:
+        return Domain.MCP, True  # generic tool calls: most likely an MCP-style server, but a guess
+    if "command" in kinds:
+        return Domain.SWE, True
+    return Domain.MCP, True
+
+
+def action_space_for(domain: Domain, parsed: ParsedRecord, turns: list[RawTurn]) -> ActionSpace:
+    declared = [ToolSpec.from_json(t) for t in parsed.get("tools", []) if isinstance(t.get("name"), str)]
+    if domain == Domain.TERMINAL:
+        return ActionSpace(description=TERMINAL_DESCRIPTION, tools=[])
+    if declared:
+        return ActionSpace(description=None, tools=declared)
+    used: list[str] = []
+    for t in turns:
+        name = t.get("tool_name")
+        if name and name not in used:
+            used.append(name)
+    return ActionSpace(
+        description="Inferred from the tools this trajectory used.", tools=[ToolSpec(n) for n in used]
+    )
+
+
+def check_tools(domain: Domain, space: ActionSpace, turns: list[RawTurn], declared: bool) -> None:
+    """Paper rule: MCP/SWE trajectories that call tools absent from their declared action space are dropped."""
+    if domain not in (Domain.MCP, Domain.SWE) or not declared:
+        return
+    names = space.tool_names()
+    for index, t in enumerate(turns):
+        name = t.get("tool_name")
+        if t.get("action_kind") == "tool_call" and name and name not in names:
+            raise StageFailure(
+                Reason.UNKNOWN_TOOL,
+                f"turn {index + 1} calls {name!r}, which is not in the declared tools ({', '.join(sorted(names))})",
+            )
+
+
+def _when(value: str | None) -> datetime | None:
+    """An ISO time from a source log, or None when it is missing or not a time."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _turn(raw: RawTurn) -> Turn:
+    return Turn(
+        action=Action(
+            kind=ActionKind(raw.get("action_kind") or "command"),
+            text=raw.get("action", ""),
+            tool_name=raw.get("tool_name"),
+        ),
+        observation=Observation(
+            text=raw.get("observation", ""),
+            format=ObservationFormat(raw.get("observation_format") or "text"),
+            is_error=raw.get("is_error"),
+        ),
+        started_at=_when(raw.get("started_at")),
+        duration_s=raw.get("duration_s"),
+        exit_code=raw.get("exit_code"),
+        state_changed=raw.get("metadata", {}).get("state_changed"),
+        metadata={k: v for k, v in raw.get("metadata", {}).items() if k != "state_changed"},
+    )
+
+
+def align_episode(
+    parsed: ParsedRecord,
+    turns: list[RawTurn],
+    episode: int,
+    episodes: int,
+    record: RecordRef,
+    config: CleanConfig,
+    redactions: int,
+    domain_override: str | None = None,
+) -> Trajectory:
+    """One episode as a Trajectory with a stable id and full provenance."""
+    domain, unsure = infer_domain(parsed, turns)
+    if domain_override:
+        domain, unsure = Domain(domain_override), False
+    space = action_space_for(domain, parsed, turns)
+    check_tools(domain, space, turns, declared=bool(parsed.get("tools")))
+    fmt = str(parsed.get("format") or record["format"])
+    meta: dict[str, Any] = {
+        "format": fmt,
+        "episode": episode,
+        "episodes": episodes,
+        "redactions": redactions,
+        **({"align_unsure": True} if unsure else {}),
+        **{
+            k: v
+            for k, v in parsed.get("metadata", {}).items()
+            if k != "initial_state" and v not in (None, "")
+        },
+    }
+    if parsed.get("system_prompt"):
+        meta["source_system_prompt"] = parsed["system_prompt"]
+    status = TrajectoryStatus(parsed.get("status") or "complete")
+    if episode < episodes - 1:
+        status = TrajectoryStatus.TRUNCATED  # a session split into episodes continues in the next one
+    return Trajectory(
+        id=stable_id(config.source_name, record["dataset_path"], record["locator"], f"episode-{episode}"),
+        domain=domain,
+        source=Source(
+            kind=SourceKind(config.source_kind),
+            name=config.source_name,
+            uri=record["key"],
+            licence=config.licence,
+            collected_at=_when(parsed.get("collected_at")),
+            agent=parsed.get("agent"),
+            model=parsed.get("model"),
+        ),
+        task=parsed.get("task") or "",
+        action_space=space,
+        turns=[_turn(t) for t in turns],
+        initial_state=parsed.get("metadata", {}).get("initial_state") or None,
+        status=status,
+        status_reason=parsed.get("status_reason") if status != TrajectoryStatus.COMPLETE else None,
+        metadata=meta,
+    )
+
+
+def is_single_observation(fmt: str) -> bool:
+    return fmt == Format.UIAUTOMATOR_DUMP

@@ -1,0 +1,250 @@
+"""Chat-style agent logs: OpenAI messages (tool calls or mini-swe-agent's fenced bash blocks),
+mini-swe-agent trajectory files, and ShareGPT tool-call conversations."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from curation_agents.formats import Format
+from curation_agents.formats.common import (
+    as_dict,
+    as_list,
+    as_str,
+    bash_block,
+    content_text,
+    tool_call_json,
+    turn,
+)
+from curation_agents.model import ParsedRecord, RawTurn
+
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_OUTPUT = re.compile(r"<output>\n?(.*?)\n?</output>", re.DOTALL)
+
+
+def is_message_list(obj: Any) -> bool:
+    return isinstance(obj, list) and bool(obj) and all(isinstance(m, dict) and "role" in m for m in obj[:5])
+
+
+def looks_like_openai(obj: Any) -> bool:
+    return isinstance(obj, dict) and is_message_list(obj.get("messages"))
+
+
+def looks_like_mini_swe_agent(obj: Any) -> bool:
+    return looks_like_openai(obj) and str(obj.get("trajectory_format", "")).startswith("mini-swe-agent")
+
+
+def looks_like_sharegpt(obj: Any) -> bool:
+    conv = obj.get("conversations") if isinstance(obj, dict) else None
+    return (
+        isinstance(conv, list) and bool(conv) and all(isinstance(m, dict) and "from" in m for m in conv[:5])
+    )
+
+
+def _observation_text(text: str) -> tuple[str, int | None]:
+    """mini-swe-agent wraps command results as <returncode>..</returncode><output>..</output>."""
+    code = _RETURNCODE.search(text)
+    out = _OUTPUT.search(text)
+    if code or out:
+        return (out.group(1) if out else text), (int(code.group(1)) if code else None)
+    return text, None
+
+
+def parse_messages(messages: list[Any], fmt: Format, meta: dict[str, Any]) -> ParsedRecord:
+    system = None
+    task = ""
+    turns: list[RawTurn] = []
+    pending: list[RawTurn] = []  # actions waiting for their observation
+    tool_by_id: dict[str, RawTurn] = {}
+    for msg in messages:
+        if not isinstance(msg, dict):
+            continue
+        role = msg.get("role")
+        text = content_text(msg.get("content"))
+        if role == "system" and system is None:
+            system = text
+        elif role == "user" and not task and not turns:
+            task = text
+        elif role == "assistant":
+            calls = as_list(msg.get("tool_calls"))
+            if calls:
+                for call in calls:
+                    fn = call.get("function") if isinstance(call, dict) else None
+                    if not isinstance(fn, dict):
+                        continue
+                    name = str(fn.get("name") or "")
+                    t = turn(
+                        tool_call_json(name, fn.get("arguments")),
+                        "tool_call",
+                        "",
+                        tool_name=name,
+                        metadata={"thought": text} if text else {},
+                    )
+                    turns.append(t)
+                    pending.append(t)
+                    if isinstance(call.get("id"), str):
+                        tool_by_id[call["id"]] = t
+                continue
+            command = bash_block(text)
+            extra = as_dict(msg.get("extra"))
+            actions = extra.get("actions") if isinstance(extra.get("actions"), list) else None
+            if command is None and actions and isinstance(actions[0], dict):
+                command = as_str(actions[0].get("command"))
+            t = turn(
+                command or text,
+                "command" if command else "empty",
+                "",
+                tool_name="bash" if command else None,
+                metadata={"thought": text} if command else {},
+            )
+            turns.append(t)
+            pending.append(t)
+        elif role in ("tool", "function", "user", "ipython"):
+            call_id = msg.get("tool_call_id")
+            target = tool_by_id.pop(call_id, None) if isinstance(call_id, str) else None
+            if target is None and pending:
+                target = pending[0]
+            if target is None:
+                continue
+            if target in pending:
+                pending.remove(target)
+            obs, code = _observation_text(text)
+            target["observation"] = obs
+            if code is not None:
+                target["exit_code"] = code
+                target["is_error"] = code != 0
+            extra = as_dict(msg.get("extra"))
+            if isinstance(extra.get("returncode"), int):
+                target["exit_code"] = extra["returncode"]
+    return {
+        "format": fmt,
+        "domain": None,
+        "task": task,
+        "system_prompt": system,
+        "tools": [],
+        "agent": meta.get("agent"),
+        "model": meta.get("model"),
+        "status": "complete",
+        "turns": turns,
+        "metadata": {
+            k: v for k, v in meta.items() if k not in ("agent", "model") and isinstance(v, str | int | bool)
+        },
+    }
+
+
+def parse_openai(obj: Any) -> ParsedRecord:
+    """A record with `messages`, or a bare message list (older mini-swe-agent files)."""
+    if isinstance(obj, list):
+        return parse_messages(obj, Format.OPENAI_MESSAGES, {})
+    meta: dict[str, Any] = {"model": as_str(obj.get("model"))}
+    for key in ("instance_id", "id", "verified"):
+        if key in obj:
+            meta[key] = obj[key]
+    tools = as_list(obj.get("tools"))
+    parsed = parse_messages(obj["messages"], Format.OPENAI_MESSAGES, meta)
+    parsed["tools"] = _tool_specs(tools)
+    return parsed
+
+
+def parse_mini_swe_agent(obj: dict[str, Any]) -> ParsedRecord:
+    info = as_dict(obj.get("info"))
+    config = as_dict(info.get("config"))
+    model_cfg = as_dict(config.get("model"))
+    meta = {
+        "agent": "mini-swe-agent",
+        "model": as_str(model_cfg.get("model_name")),
+        "exit_status": as_str(info.get("exit_status")) or "",
+    }
+    parsed = parse_messages(obj["messages"], Format.MINI_SWE_AGENT, meta)
+    parsed["domain"] = "swe"
+    status = meta["exit_status"]
+    if status and status not in ("Submitted", "submitted"):
+        parsed["status"] = "truncated" if "Limit" in status or "Timeout" in status else "policy_error"
+        parsed["status_reason"] = status
+    return parsed
+
+
+def _tool_specs(tools: list[Any]) -> list[dict[str, Any]]:
+    specs = []
+    for tool in tools:
+        fn = (
+            tool.get("function")
+            if isinstance(tool, dict) and isinstance(tool.get("function"), dict)
+            else tool
+        )
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            specs.append(
+                {
+                    "name": fn["name"],
+                    "description": as_str(fn.get("description")),
+                    "parameters": params if isinstance(params, dict) else None,
+                }
+            )
+    return specs
+
+
+def parse_sharegpt(obj: dict[str, Any]) -> ParsedRecord:
+    """ShareGPT: human / function_call / observation / gpt turns (LLaMA-Factory's tool format)."""
+    system = as_str(obj.get("system")) or None
+    task = ""
+    turns: list[RawTurn] = []
+    for msg in obj["conversations"]:
+        if not isinstance(msg, dict):
+            continue
+        speaker = msg.get("from")
+        value = content_text(msg.get("value"))
+        if speaker in ("human", "user") and not task and not turns:
+            task = value
+        elif speaker == "function_call":
+            call = None
+            try:
+                call = json.loads(value)
+            except (ValueError, RecursionError):
+                call = None
+            if isinstance(call, dict) and isinstance(call.get("name"), str):
+                turns.append(
+                    turn(
+                        tool_call_json(call["name"], call.get("arguments")),
+                        "tool_call",
+                        "",
+                        tool_name=call["name"],
+                    )
+                )
+            else:
+                command = bash_block(value)
+                turns.append(
+                    turn(
+                        command or value,
+                        "command" if command else "empty",
+                        "",
+                        tool_name="bash" if command else None,
+                        metadata={"thought": value} if command else {},
+                    )
+                )
+        elif speaker in ("observation", "tool") and turns:
+            obs, code = _observation_text(value)
+            turns[-1]["observation"] = obs
+            if code is not None:
+                turns[-1]["exit_code"] = code
+        elif speaker in ("gpt", "assistant"):
+            turns.append(turn(value, "empty", "", metadata={"narration": True}))
+    tools = obj.get("tools")
+    if isinstance(tools, str):
+        try:
+            tools = json.loads(tools)
+        except (ValueError, RecursionError):
+            tools = []
+    return {
+        "format": Format.SHAREGPT,
+        "domain": None,
+        "task": task,
+        "system_prompt": system,
+        "tools": _tool_specs(as_list(tools)),
+        "agent": None,
+        "model": None,
+        "status": "complete",
+        "turns": turns,
+        "metadata": {"id": obj["id"]} if isinstance(obj.get("id"), str | int) else {},
+    }

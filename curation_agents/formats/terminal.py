@@ -1,0 +1,211 @@
+"""Terminal recordings: asciicast v2 / v3 (asciinema, Terminal-Bench) and util-linux `script`
+typescripts with their timing files. The result is an event list for denoise and segment."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from curation_agents.formats import Format
+from curation_agents.formats.common import as_dict, open_binary
+from curation_agents.model import Limits, ParsedRecord, Reason, StageFailure
+
+_EVENT_CODES = frozenset({"o", "i", "r", "m", "x"})
+
+
+def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
+    """Stream an asciicast file line by line; v3 event times are intervals and are made absolute."""
+    events: list[list[Any]] = []
+    total = 0
+    with open_binary(path) as fh:
+        header_line = fh.readline(limits.max_record_bytes + 1)
+        try:
+            header = json.loads(header_line)
+        except (ValueError, RecursionError) as exc:
+            raise StageFailure(Reason.PARSE_ERROR, f"asciicast header is not JSON: {exc}") from exc
+        if not isinstance(header, dict) or header.get("version") not in (2, 3):
+            raise StageFailure(Reason.PARSE_ERROR, "asciicast header lacks version 2 or 3")
+        version = header["version"]
+        term = as_dict(header.get("term"))
+        width = _dim(header.get("width", term.get("cols")), 80)
+        height = _dim(header.get("height", term.get("rows")), 24)
+        clock = 0.0
+        line_no = 1
+        while True:
+            line = fh.readline(limits.max_record_bytes + 1)
+            if not line:
+                break
+            line_no += 1
+            total += len(line)
+            if total > limits.max_record_bytes:
+                raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {limits.max_record_bytes} bytes")
+            stripped = line.strip()
+            if not stripped or stripped.startswith(b"#"):
+                continue
+            try:
+                event = json.loads(stripped)
+            except (ValueError, RecursionError):
+                # A torn last line (recording killed mid-write) is common; anything else is noise we skip.
+                continue
+            if (
+                not isinstance(event, list)
+                or len(event) < 3
+                or not isinstance(event[0], int | float)
+                or isinstance(event[0], bool)
+                or event[1] not in _EVENT_CODES
+                or not isinstance(event[2], str)
+            ):
+                continue
+            clock = clock + float(event[0]) if version == 3 else float(event[0])
+            events.append([round(clock, 6), event[1], event[2]])
+            if len(events) > limits.max_events:
+                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {limits.max_events} events")
+    env = as_dict(header.get("env"))
+    harness = "terminal-bench" if any("tmux wait -S" in e[2] for e in events if e[1] == "i") else None
+    return {
+        "format": Format.ASCIICAST_V2 if version == 2 else Format.ASCIICAST_V3,
+        "domain": "terminal",
+        "events": events,
+        "width": width,
+        "height": height,
+        "task": str(header.get("title") or header.get("command") or ""),
+        "collected_at": _timestamp(header.get("timestamp")),
+        "agent": harness,
+        "metadata": {
+            "term": str(env.get("TERM") or term.get("type") or ""),
+            "shell": str(env.get("SHELL") or ""),
+            **({"harness": harness} if harness else {}),
+        },
+    }
+
+
+def _dim(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 < value < 10_000 else default
+
+
+def _timestamp(value: Any) -> str | None:
+    from datetime import UTC, datetime
+
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 32503680000:
+        return datetime.fromtimestamp(float(value), UTC).isoformat()
+    return None
+
+
+# -- util-linux script -------------------------------------------------------------------------------
+
+_SCRIPT_HEADER = re.compile(rb"^Script started on (?P<when>[^\[\n]*?)\s*(?:\[(?P<attrs>[^\]\n]*)\])?\s*$")
+_SCRIPT_FOOTER = re.compile(rb"\r?\n?Script done on [^\n]*\n?$")
+_ATTR = re.compile(r'(\w+)="([^"]*)"')
+_TIMING_CLASSIC = re.compile(rb"^(\d+(?:\.\d+)?) (\d+)$")
+_TIMING_ADVANCED = re.compile(rb"^([IOHS]) (\d+(?:\.\d+)?) (.*)$")
+
+
+def timing_companion(path: str) -> str | None:
+    """The timing file that belongs to typescript PATH, by the names `script` users give them."""
+    base, _ = os.path.splitext(path)
+    folder = os.path.dirname(path)
+    for candidate in (
+        path + ".timing",
+        path + ".tm",
+        base + ".timing",
+        base + ".tm",
+        os.path.join(folder, "timing"),
+    ):
+        if candidate != path and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def looks_like_timing(head: bytes) -> bool:
+    """Whether the start of a file is a `script` timing log (classic or advanced format)."""
+    lines = [ln for ln in head.split(b"\n")[:20] if ln.strip()]
+    if len(head.split(b"\n")) > 1 and lines and len(lines[-1]) < 200:
+        # The last line may be cut by the sniff window; judge the complete ones.
+        lines = lines[:-1] or lines
+    return bool(lines) and all(_TIMING_CLASSIC.match(ln) or _TIMING_ADVANCED.match(ln) for ln in lines)
+
+
+def parse_typescript(path: str, limits: Limits) -> ParsedRecord:
+    """A `script` log: output only, or output and input when the timing file marks I/O chunks."""
+    with open_binary(path) as fh:
+        data = fh.read(limits.max_record_bytes + 1)
+    if len(data) > limits.max_record_bytes:
+        raise StageFailure(Reason.TOO_LARGE, f"typescript exceeds {limits.max_record_bytes} bytes")
+    first_nl = data.find(b"\n")
+    header = _SCRIPT_HEADER.match(data[: first_nl if first_nl >= 0 else len(data)].rstrip(b"\r"))
+    if header is None:
+        raise StageFailure(Reason.PARSE_ERROR, "typescript does not start with 'Script started on'")
+    attrs = dict(_ATTR.findall((header.group("attrs") or b"").decode("utf-8", "replace")))
+    body_start = first_nl + 1 if first_nl >= 0 else len(data)
+    footer = _SCRIPT_FOOTER.search(data, body_start)
+    body = data[body_start : footer.start() if footer else len(data)]
+    width = _dim(_int_or_none(attrs.get("COLUMNS")), 80)
+    height = _dim(_int_or_none(attrs.get("LINES")), 24)
+    timing_path = timing_companion(path)
+    events = _timed_events(body, timing_path, limits) if timing_path else [[0.0, "o", _decode(body)]]
+    return {
+        "format": Format.TYPESCRIPT,
+        "domain": "terminal",
+        "events": events,
+        "width": width,
+        "height": height,
+        "task": attrs.get("COMMAND", ""),
+        "collected_at": None,
+        "agent": None,
+        "metadata": {
+            "term": attrs.get("TERM", ""),
+            "started": header.group("when").decode("utf-8", "replace").strip(),
+            "timing_file": os.path.basename(timing_path) if timing_path else None,
+        },
+    }
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() and len(value) < 6 else None
+
+
+def _decode(chunk: bytes) -> str:
+    return chunk.decode("utf-8", "replace")
+
+
+def _timed_events(body: bytes, timing_path: str, limits: Limits) -> list[list[Any]]:
+    """Replay the body through its timing log: classic `delay bytes`, or advanced `O|I delay bytes`.
+
+    The advanced format with input logged to the same file (`script -B`) yields input events too.
+    """
+    events: list[list[Any]] = []
+    clock = 0.0
+    offset = 0
+    with open_binary(timing_path) as fh:
+        for raw in fh:
+            line = raw.strip()
+            classic = _TIMING_CLASSIC.match(line)
+            advanced = None if classic else _TIMING_ADVANCED.match(line)
+            if classic:
+                code, delay, rest = "o", float(classic.group(1)), classic.group(2)
+            elif advanced:
+                code, delay, rest = (
+                    advanced.group(1).decode().lower(),
+                    float(advanced.group(2)),
+                    advanced.group(3),
+                )
+            else:
+                continue
+            clock += delay
+            if code not in ("o", "i"):
+                continue  # H (header) and S (signal) lines carry no bytes of the log
+            try:
+                size = int(rest.split()[0])
+            except (ValueError, IndexError):
+                continue
+            chunk = body[offset : offset + size]
+            offset += size
+            if chunk:
+                events.append([round(clock, 6), code, _decode(chunk)])
+            if len(events) > limits.max_events:
+                raise StageFailure(Reason.TOO_LARGE, f"typescript has more than {limits.max_events} events")
+    if offset < len(body):
+        events.append([round(clock, 6), "o", _decode(body[offset:])])
+    return events

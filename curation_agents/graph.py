@@ -1,0 +1,256 @@
+"""The cleaner as a LangGraph StateGraph: ingest -> denoise -> segment -> align -> score -> accept,
+with a conditional edge after every stage that sends a failed record to quarantine.
+
+Each node declares what it reads and writes (see CleanState). A node never raises: a StageFailure or
+any unexpected error becomes a quarantine entry naming the stage, so a bad record never stops a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+
+from curation_agents.align import align_episode
+from curation_agents.denoise import denoise_record
+from curation_agents.formats import (
+    Format,
+    agentworldbench,
+    atif,
+    chat,
+    mcp_log,
+    openhands,
+    swe_agent,
+    webarena,
+)
+from curation_agents.formats.common import open_binary
+from curation_agents.formats.terminal import parse_asciicast, parse_typescript
+from curation_agents.model import (
+    CleanConfig,
+    CleanState,
+    ParsedRecord,
+    QuarantineEntry,
+    Reason,
+    Stage,
+    StageFailure,
+)
+from curation_agents.score import score_episode
+from curation_agents.segment import segment_record
+from schemas import Trajectory
+
+NodeFn = Callable[[CleanState], dict[str, Any]]
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether decoded JSON nests deeper than `limit` (iterative: safe on hostile input)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+    return False
+
+
+def _read_jsonl_messages(path: str, limit: int) -> list[Any]:
+    messages: list[Any] = []
+    total = 0
+    with open_binary(path) as fh:
+        for line in fh:
+            total += len(line)
+            if total > limit:
+                raise StageFailure(Reason.TOO_LARGE, f"log exceeds {limit} bytes")
+            if line.strip():
+                try:
+                    messages.append(json.loads(line))
+                except (ValueError, RecursionError):
+                    continue  # a torn or foreign line in a log is skipped, the session still counts
+    return messages
+
+
+def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
+    """Ingest's dispatch from a detected format to its parser."""
+    limits = config.limits
+    if fmt in (Format.ASCIICAST_V2, Format.ASCIICAST_V3):
+        return parse_asciicast(payload["path"], limits)
+    if fmt == Format.TYPESCRIPT:
+        return parse_typescript(payload["path"], limits)
+    if fmt == Format.MCP_JSONRPC:
+        return mcp_log.parse(_read_jsonl_messages(payload["path"], limits.max_record_bytes))
+    if fmt == Format.UIAUTOMATOR_DUMP:
+        raise StageFailure(
+            Reason.NOT_A_TRAJECTORY,
+            "a single view-hierarchy dump has no actions; record a session to get turns",
+        )
+    if _depth_exceeds(payload, limits.max_json_depth):
+        raise StageFailure(Reason.TOO_DEEP, f"JSON nests deeper than {limits.max_json_depth} levels")
+    parsers: dict[str, Callable[[Any], ParsedRecord]] = {
+        Format.SWE_AGENT: swe_agent.parse,
+        Format.MINI_SWE_AGENT: chat.parse_mini_swe_agent,
+        Format.OPENAI_MESSAGES: chat.parse_openai,
+        Format.SHAREGPT: chat.parse_sharegpt,
+        Format.OPENHANDS: openhands.parse,
+        Format.ATIF: atif.parse,
+        Format.AGENTWORLDBENCH: agentworldbench.parse,
+        Format.WEBARENA: webarena.parse,
+    }
+    parser = parsers.get(fmt)
+    if parser is None:
+        raise StageFailure(Reason.UNKNOWN_FORMAT, f"no parser for format {fmt!r}")
+    return parser(payload)
+
+
+def _guarded(stage: Stage, fn: NodeFn) -> NodeFn:
+    def node(state: CleanState) -> dict[str, Any]:
+        try:
+            return fn(state)
+        except StageFailure as failure:
+            return _fail(state, stage, failure.reason, failure.detail)
+        except RecursionError:
+            return _fail(state, stage, Reason.TOO_DEEP, "structure nested too deeply to process")
+        except MemoryError:
+            return _fail(state, stage, Reason.TOO_LARGE, "record does not fit in memory")
+        except Exception as exc:
+            return _fail(state, stage, Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+
+    node.__name__ = stage.value
+    return node
+
+
+def _fail(state: CleanState, stage: Stage, reason: Reason, detail: str) -> dict[str, Any]:
+    entry: QuarantineEntry = {"stage": stage.value, "reason": reason.value, "detail": detail, "episode": None}
+    return {"failed": True, "quarantine": [*state.get("quarantine", []), entry], "payload": None}
+
+
+def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = None) -> Any:
+    """Compile the cleaner graph. `curator` (an LLMCurator) enables the LLM-backed align and score."""
+
+    def ingest(state: CleanState) -> dict[str, Any]:
+        failure = state.get("preflight")
+        if failure:
+            raise StageFailure(Reason(failure["reason"]), failure["detail"])
+        parsed = parse_payload(state["record"]["format"], state["payload"], config)
+        if len(parsed.get("turns", [])) > config.limits.max_turns:
+            raise StageFailure(Reason.TOO_LARGE, f"more than {config.limits.max_turns} turns")
+        return {"parsed": parsed, "payload": None}
+
+    def denoise(state: CleanState) -> dict[str, Any]:
+        counts: Counter[str] = Counter()
+        parsed = denoise_record(state["parsed"], counts)
+        return {"parsed": parsed, "redactions": sum(counts.values()), "redaction_kinds": dict(counts)}
+
+    def segment(state: CleanState) -> dict[str, Any]:
+        counts: Counter[str] = Counter(state.get("redaction_kinds", {}))
+        parsed = state["parsed"]
+        episodes = segment_record(parsed, config, counts)
+        if not episodes:
+            raise StageFailure(Reason.NO_TURNS, "no (action, observation) pairs found in the record")
+        parsed["turns"] = []
+        return {
+            "parsed": parsed,
+            "episodes": episodes,
+            "redactions": sum(counts.values()),
+            "redaction_kinds": dict(counts),
+        }
+
+    def align(state: CleanState) -> dict[str, Any]:
+        episodes = state["episodes"]
+        trajectories = []
+        for index, turns in enumerate(episodes):
+            traj = align_episode(
+                state["parsed"],
+                turns,
+                index,
+                len(episodes),
+                state["record"],
+                config,
+                state.get("redactions", 0),
+            )
+            traj.metadata["redaction_kinds"] = state.get("redaction_kinds", {})
+            if curator is not None and traj.metadata.get("align_unsure"):
+                domain, note = curator.classify_domain(traj)
+                traj.metadata["llm_align"] = note
+                if domain is not None:
+                    traj = align_episode(
+                        state["parsed"],
+                        turns,
+                        index,
+                        len(episodes),
+                        state["record"],
+                        config,
+                        state.get("redactions", 0),
+                        domain_override=domain.value,
+                    )
+                    traj.metadata.update(llm_align=note, redaction_kinds=state.get("redaction_kinds", {}))
+            trajectories.append(traj.to_json())
+        return {"trajectories": trajectories, "episodes": [], "parsed": {}}
+
+    def score(state: CleanState) -> dict[str, Any]:
+        accepted: list[dict[str, Any]] = []
+        quarantine = list(state.get("quarantine", []))
+        for index, traj_json in enumerate(state["trajectories"]):
+            verdict = score_episode(Trajectory.from_json(traj_json), config)
+            unsure = abs(verdict.score - config.accept_threshold) <= config.unsure_band
+            if curator is not None and verdict.reason in (None, Reason.LOW_QUALITY) and unsure:
+                llm_score, reasons = curator.judge_quality(verdict.trajectory)
+                verdict.trajectory.metadata["llm_quality"] = {"score": llm_score, "reasons": reasons}
+                if llm_score is not None:
+                    verdict.score = llm_score
+                    verdict.trajectory.metadata["quality_score"] = llm_score
+                    if llm_score >= config.accept_threshold:
+                        verdict.reason, verdict.detail = None, ""
+                    else:
+                        verdict.reason = Reason.LOW_QUALITY
+                        verdict.detail = (
+                            f"LLM score {llm_score} < {config.accept_threshold}: {'; '.join(reasons)}"[:500]
+                        )
+            if verdict.accepted:
+                accepted.append(verdict.trajectory.to_json())
+            else:
+                assert verdict.reason is not None
+                quarantine.append(
+                    {
+                        "stage": Stage.SCORE.value,
+                        "reason": verdict.reason.value,
+                        "detail": verdict.detail,
+                        "episode": index,
+                    }
+                )
+        return {"accepted": accepted, "quarantine": quarantine, "trajectories": [], "failed": not accepted}
+
+    graph = StateGraph(CleanState)
+    order = [
+        (Stage.INGEST, ingest),
+        (Stage.DENOISE, denoise),
+        (Stage.SEGMENT, segment),
+        (Stage.ALIGN, align),
+        (Stage.SCORE, score),
+    ]
+    for stage, fn in order:
+        graph.add_node(stage.value, _guarded(stage, fn))  # type: ignore[call-overload]
+    graph.add_node("accept", lambda state: {})
+    graph.add_node("quarantine", lambda state: {})
+    graph.add_edge(START, Stage.INGEST.value)
+    for (stage, _), (nxt, _) in zip(order, order[1:], strict=False):
+        graph.add_conditional_edges(
+            stage.value, _route(nxt.value), {nxt.value: nxt.value, "quarantine": "quarantine"}
+        )
+    graph.add_conditional_edges(
+        Stage.SCORE.value, _route("accept"), {"accept": "accept", "quarantine": "quarantine"}
+    )
+    graph.add_edge("accept", END)
+    graph.add_edge("quarantine", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def _route(next_node: str) -> Callable[[CleanState], str]:
+    def route(state: CleanState) -> str:
+        return "quarantine" if state.get("failed") else next_node
+
+    return route

@@ -1,0 +1,314 @@
+"""Find records in input files: detect each file's format, then stream its records with size limits.
+
+A record is the unit the graph cleans: a whole recording or agent log, one JSONL line, or one element
+of a top-level JSON array of samples. Whole-file records travel as their path (ingest reads them under
+the limit); everything else travels decoded. Nothing larger than one record is ever held in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from curation_agents.formats import Format, atif, chat, mcp_log, openhands, swe_agent, webarena
+from curation_agents.formats import agentworldbench as awb
+from curation_agents.formats.common import decode_json, open_binary
+from curation_agents.formats.terminal import looks_like_timing
+from curation_agents.model import Limits, Reason, StageFailure
+
+SNIFF_BYTES = 64 * 1024
+TRACE_SUFFIXES = (
+    ".cast",
+    ".traj",
+    ".json",
+    ".jsonl",
+    ".ndjson",
+    ".log",
+    ".txt",
+    ".typescript",
+    ".script",
+    ".xml",
+)
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One record found in a file, or the failure that stopped reading it."""
+
+    locator: str
+    format: Format
+    payload: Any  # {"path": ...} for whole-file records, else the decoded JSON value
+    failure: StageFailure | None = None
+
+
+def discover(paths: list[str]) -> Iterator[tuple[Path, str]]:
+    """(file, dataset path) for every input; directories are walked in sorted order.
+
+    The dataset path is relative to the argument's parent, so ids stay stable across machines.
+    """
+    for arg in paths:
+        root = Path(arg)
+        if root.is_file():
+            yield root, root.name
+            continue
+        if not root.is_dir():
+            raise FileNotFoundError(f"{arg}: no such file or directory; pass trace files or folders of them")
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if name.startswith("."):
+                    continue
+                f = Path(dirpath) / name
+                yield f, str(Path(root.name) / f.relative_to(root))
+
+
+def sniff(path: Path) -> tuple[Format, str]:
+    """(format, container) of a file from its first bytes; container is whole | jsonl | array | document."""
+    with open_binary(str(path)) as fh:
+        head: bytes = fh.read(SNIFF_BYTES)
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if text.startswith(b"Script started on"):
+        return Format.TYPESCRIPT, "whole"
+    if text.startswith(b"<?xml") or text.startswith(b"<hierarchy"):
+        return (Format.UIAUTOMATOR_DUMP if b"<hierarchy" in text else Format.UNKNOWN), "whole"
+    if looks_like_timing(text):
+        return Format.SCRIPT_TIMING, "whole"
+    if text.startswith(b"{"):
+        first = text.split(b"\n", 1)[0]
+        try:
+            obj = json.loads(first)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            if obj.get("version") in (2, 3) and ("width" in obj or "term" in obj):
+                return (Format.ASCIICAST_V2 if obj["version"] == 2 else Format.ASCIICAST_V3), "whole"
+            if mcp_log.unwrap(obj) is not None:
+                return Format.MCP_JSONRPC, "whole"
+            return classify(obj), "jsonl"
+        if len(first) == len(text) and len(head) == SNIFF_BYTES:
+            # One line longer than the sniff window: JSONL (or a one-line document, read the same way).
+            return Format.UNKNOWN, "jsonl"
+        return Format.UNKNOWN, "document"
+    if text.startswith(b"["):
+        return Format.UNKNOWN, "array"  # decided per element (or for the whole list) at read time
+    return Format.UNKNOWN, "whole"
+
+
+def classify(obj: Any) -> Format:
+    """The format of one decoded record."""
+    if awb.looks_like(obj):
+        return Format.AGENTWORLDBENCH
+    if swe_agent.looks_like(obj):
+        return Format.SWE_AGENT
+    if chat.looks_like_mini_swe_agent(obj):
+        return Format.MINI_SWE_AGENT
+    if atif.looks_like(obj):
+        return Format.ATIF
+    if chat.looks_like_openai(obj) or chat.is_message_list(obj):
+        return Format.OPENAI_MESSAGES
+    if chat.looks_like_sharegpt(obj):
+        return Format.SHAREGPT
+    if webarena.looks_like(obj):
+        return Format.WEBARENA
+    if openhands.looks_like(obj):
+        return Format.OPENHANDS
+    return Format.UNKNOWN
+
+
+def _is_single_record_list(first: Any) -> bool:
+    """A top-level list that is one record (a message list, an event stream), not a list of samples."""
+    return isinstance(first, dict) and (
+        "role" in first or ("source" in first and ("action" in first or "observation" in first))
+    )
+
+
+def iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
+    """Every record in PATH, in file order, with a stable locator."""
+    try:
+        fmt, container = sniff(path)
+    except (OSError, EOFError) as exc:
+        yield RawRecord(
+            "file", Format.UNKNOWN, None, StageFailure(Reason.BAD_ENCODING, f"cannot read: {exc}")
+        )
+        return
+    if fmt == Format.SCRIPT_TIMING:
+        return  # a companion file: its typescript reads it
+    if container == "whole":
+        yield RawRecord("file", fmt, {"path": str(path)}, None if fmt != Format.UNKNOWN else _unknown(path))
+        return
+    if container == "jsonl":
+        yield from _iter_jsonl(path, limits)
+        return
+    size = _decompressed_size_at_most(path, limits.max_record_bytes)
+    if size is not None:
+        try:
+            with open_binary(str(path)) as fh:
+                doc = decode_json(fh.read(), "file")
+        except StageFailure as failure:
+            yield RawRecord("file", Format.UNKNOWN, None, failure)
+            return
+        if isinstance(doc, list) and doc and not _is_single_record_list(doc[0]):
+            for index, element in enumerate(doc):
+                yield _element_record(f"item-{index}", element)
+            return
+        fmt = classify(doc)
+        yield RawRecord("file", fmt, doc, None if fmt != Format.UNKNOWN else _unknown(path))
+        return
+    if container == "array":
+        yield from _iter_array_elements(path, limits)
+        return
+    yield RawRecord(
+        "file",
+        Format.UNKNOWN,
+        None,
+        StageFailure(Reason.TOO_LARGE, f"JSON document exceeds {limits.max_record_bytes} bytes"),
+    )
+
+
+def _unknown(path: Path) -> StageFailure:
+    return StageFailure(Reason.UNKNOWN_FORMAT, f"{path.name}: not a trace format the cleaner reads")
+
+
+def _element_record(locator: str, element: Any) -> RawRecord:
+    fmt = classify(element)
+    failure = (
+        None
+        if fmt != Format.UNKNOWN
+        else StageFailure(Reason.UNKNOWN_FORMAT, f"{locator}: unrecognised record")
+    )
+    return RawRecord(locator, fmt, element, failure)
+
+
+def _decompressed_size_at_most(path: Path, limit: int) -> int | None:
+    """The decompressed size when it is within `limit`, else None (reads at most limit+1 bytes)."""
+    if path.stat().st_size <= limit and not _is_gzip(path):
+        return path.stat().st_size
+    total = 0
+    with open_binary(str(path)) as fh:
+        while total <= limit:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return total
+            total += len(chunk)
+    return None
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _iter_jsonl(path: Path, limits: Limits) -> Iterator[RawRecord]:
+    with open_binary(str(path)) as fh:
+        line_no = 0
+        while True:
+            line = fh.readline(limits.max_record_bytes + 1)
+            if not line:
+                return
+            line_no += 1
+            locator = f"line-{line_no}"
+            if len(line) > limits.max_record_bytes and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):  # skip the rest of the oversized line
+                    line = fh.readline(1 << 20)
+                yield RawRecord(
+                    locator,
+                    Format.UNKNOWN,
+                    None,
+                    StageFailure(Reason.TOO_LARGE, f"line exceeds {limits.max_record_bytes} bytes"),
+                )
+                continue
+            if not line.strip():
+                continue
+            try:
+                obj = decode_json(line, locator)
+            except StageFailure as failure:
+                yield RawRecord(locator, Format.UNKNOWN, None, failure)
+                continue
+            yield _element_record(locator, obj)
+
+
+_ARRAY_TOKEN = re.compile(rb'["\[\]{},]')
+_STRING_TOKEN = re.compile(rb'["\\]')
+
+
+def _iter_array_elements(path: Path, limits: Limits) -> Iterator[RawRecord]:
+    """Split a top-level JSON array larger than the record limit into its elements, streaming.
+
+    Only object and array elements are records; a scalar element is not a trace and is passed over.
+    """
+    depth = 0
+    in_string = False
+    skip_next = False  # a backslash ended the previous chunk
+    start = -1  # where the current element starts in `buf`
+    oversized = False
+    index = 0
+    buf = bytearray()
+    with open_binary(str(path)) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                return
+            pos = len(buf)
+            buf.extend(chunk)
+            if skip_next:
+                pos += 1
+                skip_next = False
+            while pos < len(buf):
+                m = (_STRING_TOKEN if in_string else _ARRAY_TOKEN).search(buf, pos)
+                if m is None:
+                    break
+                ch = buf[m.start()]
+                pos = m.end()
+                if in_string:
+                    if ch == 0x5C:  # backslash: the next byte is escaped
+                        pos += 1
+                        if pos > len(buf):
+                            skip_next = True
+                    else:
+                        in_string = False
+                    continue
+                if ch == 0x22:
+                    in_string = True
+                elif ch in (0x5B, 0x7B):
+                    depth += 1
+                    if depth == 2 and start < 0:
+                        start = m.start()
+                elif ch in (0x5D, 0x7D):
+                    depth -= 1
+                    if depth == 1 and start >= 0:
+                        too_big = oversized or m.end() - start > limits.max_record_bytes
+                        yield _decoded_element(f"item-{index}", bytes(buf[start : m.end()]), too_big, limits)
+                        index += 1
+                        start, oversized = -1, False
+                    elif depth <= 0:
+                        return
+            # Keep only the unfinished element; once it outgrows the limit, drop its bytes and fail it.
+            if start < 0:
+                del buf[:]
+            elif len(buf) - start > limits.max_record_bytes:
+                oversized = True
+                del buf[:]
+                start = 0
+            else:
+                del buf[:start]
+                start = 0
+
+
+def _decoded_element(locator: str, element: bytes, oversized: bool, limits: Limits) -> RawRecord:
+    if oversized:
+        return RawRecord(
+            locator,
+            Format.UNKNOWN,
+            None,
+            StageFailure(Reason.TOO_LARGE, f"{locator} exceeds {limits.max_record_bytes} bytes"),
+        )
+    try:
+        obj = decode_json(element, locator)
+    except StageFailure as failure:
+        return RawRecord(locator, Format.UNKNOWN, None, failure)
+    return _element_record(locator, obj)

@@ -1,0 +1,446 @@
+"""Run the cleaner over files: accepted trajectories to shards, the rest to DIR/quarantine/, counts to
+DIR/summary.json.
+
+Resume: every record has a key (dataset path + locator) that appears in its outputs (a trajectory's
+`source.uri`, a quarantine row's `record_key`). Outputs are published atomically in batches, quarantine
+before accepted, so after a kill the published outputs say exactly which records are finished; a rerun
+skips those and redoes the rest, and each record lands once. With per-node checkpoints on (`--checkpoint
+always`, or `auto` with an LLM endpoint) a record interrupted mid-graph also resumes from its last
+finished stage, which saves the LLM calls it already paid for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import queue
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curation_agents.graph import build_graph
+from curation_agents.model import CleanConfig, CleanState, RecordRef
+from curation_agents.reader import RawRecord, discover, iter_records
+from schemas import ShardWriter, Trajectory
+from schemas.shards import atomic_write_json, iter_record_batches, read_manifest
+
+QUARANTINE_DIR = "quarantine"
+QUARANTINE_PARTS = "parts"
+CHECKPOINT_DB = ".clean-checkpoints.sqlite"
+ACCEPTED_ROW_GROUP = 128
+
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        pa.field("record_key", pa.string(), nullable=False),
+        pa.field("source_path", pa.string(), nullable=False),
+        pa.field("locator", pa.string(), nullable=False),
+        pa.field("format", pa.string(), nullable=False),
+        pa.field("stage", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("detail", pa.string(), nullable=False),
+        pa.field("episode", pa.int32(), nullable=True),
+        # "quarantined": the whole record; "accepted": one episode of a record whose other episodes passed.
+        pa.field("record_outcome", pa.string(), nullable=False),
+    ],
+    metadata={b"worldline.content": b"curation quarantine"},
+)
+
+
+@dataclass
+class Outcome:
+    """What the graph decided for one record."""
+
+    record: RecordRef
+    accepted: list[dict[str, Any]]
+    quarantine: list[dict[str, Any]]
+
+
+@dataclass
+class RunStats:
+    records_in: int = 0
+    resumed: int = 0
+    processed: int = 0
+    files: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+def checkpoint_thread_id(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def record_ref(raw: RawRecord, path: Path, dataset_path: str) -> RecordRef:
+    return {
+        "key": f"{dataset_path}#{raw.locator}",
+        "source_path": str(path),
+        "dataset_path": dataset_path,
+        "locator": raw.locator,
+        "format": raw.format.value,
+    }
+
+
+class GraphRunner:
+    """Runs records through the compiled graph, with or without durable per-node checkpoints."""
+
+    def __init__(self, config: CleanConfig, checkpoint_path: Path | None, curator: Any = None) -> None:
+        self.config = config
+        self.saver = None
+        self.conn: sqlite3.Connection | None = None
+        if checkpoint_path is not None:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            self.conn = sqlite3.connect(str(checkpoint_path), check_same_thread=False)
+            self.saver = SqliteSaver(self.conn)
+        self.graph = build_graph(config, curator=curator, checkpointer=self.saver)
+        self.finished_threads: list[str] = []
+
+    def run(self, raw: RawRecord, ref: RecordRef) -> Outcome:
+        state: CleanState = {"record": ref, "payload": raw.payload, "quarantine": [], "failed": False}
+        if raw.failure is not None:
+            state["preflight"] = {"reason": raw.failure.reason.value, "detail": raw.failure.detail}
+        if self.saver is None:
+            final = self.graph.invoke(state)
+        else:
+            thread = checkpoint_thread_id(ref["key"])
+            cfg = {"configurable": {"thread_id": thread}}
+            snapshot = self.graph.get_state(cfg)
+            if snapshot.values and snapshot.next:
+                final = self.graph.invoke(None, cfg, durability="sync")  # resume mid-graph
+            elif snapshot.values and snapshot.values.get("record", {}).get("key") == ref["key"]:
+                final = snapshot.values  # finished before a kill, not yet published
+            else:
+                final = self.graph.invoke(state, cfg, durability="sync")
+            self.finished_threads.append(thread)
+        return Outcome(ref, list(final.get("accepted") or []), list(final.get("quarantine") or []))
+
+    def forget_published(self) -> None:
+        """Drop checkpoints of records whose outputs are now published."""
+        if self.saver is not None:
+            for thread in self.finished_threads:
+                self.saver.delete_thread(thread)
+        self.finished_threads = []
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _records(
+    paths: list[str], config: CleanConfig, files: list[tuple[Path, str]] | None = None
+) -> Iterator[tuple[RawRecord, RecordRef]]:
+    for path, dataset_path in files if files is not None else discover(paths):
+        for raw in iter_records(path, config.limits):
+            yield raw, record_ref(raw, path, dataset_path)
+
+
+# -- worker processes -------------------------------------------------------------------------------
+
+
+def _put(result_q: Any, item: Any, parent: int) -> None:
+    """Hand a batch to the writer; exit quietly if the parent was killed (no orphan keeps working)."""
+    while True:
+        try:
+            result_q.put(item, timeout=1)
+            return
+        except queue.Full:
+            if os.getppid() != parent:
+                os._exit(1)
+
+
+def _worker(
+    task_q: Any,
+    result_q: Any,
+    config: CleanConfig,
+    done: set[str],
+    checkpoint: str | None,
+    use_llm: bool,
+    parent: int,
+) -> None:
+    curator = _make_curator() if use_llm else None
+    runner = GraphRunner(config, Path(checkpoint) if checkpoint else None, curator)
+    batch: list[Any] = []
+    while True:
+        task = task_q.get()
+        if task is None:
+            break
+        path, dataset_path = task
+        for raw, ref in _records([], config, [(Path(path), dataset_path)]):
+            if ref["key"] in done:
+                batch.append(("resumed", ref["key"]))
+            else:
+                batch.append(("outcome", runner.run(raw, ref)))
+            if len(batch) >= 16:
+                _put(result_q, batch, parent)
+                batch = []
+        batch.append(("file_done", path))
+        _put(result_q, batch, parent)
+        batch = []
+    _put(result_q, None, parent)
+    runner.close()
+
+
+def _make_curator() -> Any:
+    from curation_agents.llm_stages import LLMCurator
+
+    return LLMCurator()
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+class CleanRun:
+    """One `worldline clean` invocation."""
+
+    def __init__(
+        self,
+        paths: list[str],
+        out: Path,
+        config: CleanConfig,
+        *,
+        workers: int = 1,
+        checkpoint: str = "auto",
+        flush_every: int = 500,
+        on_progress: Callable[[int, int, int], None] | None = None,
+    ) -> None:
+        self.paths = paths
+        self.out = Path(out)
+        self.config = config
+        self.workers = max(1, workers)
+        self.use_llm = config.use_llm
+        self.checkpoint = checkpoint == "always" or (checkpoint == "auto" and self.use_llm)
+        self.flush_every = max(1, flush_every)
+        self.on_progress = on_progress
+        self.stats = RunStats()
+        self.seen: set[str] = set()
+
+    # outputs ------------------------------------------------------------------------------------
+    def _open_writers(self) -> None:
+        # Small row groups: the writer buffers a row group of trajectories in memory before encoding it.
+        self.accepted_writer = ShardWriter(self.out, row_group_rows=ACCEPTED_ROW_GROUP)
+        self.quarantine_writer = ShardWriter(
+            self.out / QUARANTINE_DIR, schema=QUARANTINE_SCHEMA, subdir=QUARANTINE_PARTS
+        )
+        self.quarantine_writer.manifest.extra["content"] = "curation quarantine"
+        self.pending = 0
+
+    def _write(self, outcome: Outcome) -> None:
+        rec = outcome.record
+        record_outcome = "accepted" if outcome.accepted else "quarantined"
+        rows = [
+            {
+                "record_key": rec["key"],
+                "source_path": rec["source_path"],
+                "locator": rec["locator"],
+                "format": rec["format"],
+                "stage": q["stage"],
+                "reason": q["reason"],
+                "detail": q["detail"],
+                "episode": q.get("episode"),
+                "record_outcome": record_outcome,
+            }
+            for q in outcome.quarantine
+        ]
+        if rows:
+            self.quarantine_writer.write_records(rows)
+        for traj_json in outcome.accepted:
+            self.accepted_writer.write(Trajectory.from_json(traj_json))
+        self.pending += 1
+
+    def _flush(self, runner: GraphRunner | None) -> None:
+        # Quarantine first: a kill between the two publishes leaves accepted records unpublished, so
+        # they are redone; their episode rows may then appear twice, and summaries count distinct rows.
+        self.quarantine_writer.flush()
+        self.accepted_writer.flush()
+        if runner is not None:
+            runner.forget_published()
+        self.pending = 0
+
+    def finished_keys(self) -> tuple[set[str], set[str]]:
+        """(accepted record keys, quarantined record keys) already published in the output folder."""
+        accepted: set[str] = set()
+        if read_manifest(self.out) is not None:
+            for _, batch in iter_record_batches(self.out, columns=["source"], batch_size=4096):
+                for source in batch.column("source").to_pylist():
+                    if source and source.get("uri"):
+                        accepted.add(source["uri"])
+        quarantined: set[str] = set()
+        for table in self._quarantine_tables(["record_key", "record_outcome"]):
+            for key, outcome in zip(
+                table.column("record_key").to_pylist(),
+                table.column("record_outcome").to_pylist(),
+                strict=True,
+            ):
+                if outcome == "quarantined":
+                    quarantined.add(key)
+        return accepted, quarantined
+
+    def _quarantine_tables(self, columns: list[str]) -> Iterator[pa.Table]:
+        root = self.out / QUARANTINE_DIR
+        manifest = read_manifest(root)
+        if manifest is None:
+            return
+        for f in manifest.files:
+            yield pq.read_table(root / f.path, columns=columns, schema=QUARANTINE_SCHEMA)
+
+    # main loop ----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.out.mkdir(parents=True, exist_ok=True)
+        accepted_before, quarantined_before = self.finished_keys()
+        done = accepted_before | quarantined_before
+        self._open_writers()
+        files = list(discover(self.paths))
+        self.total_files = len(files)
+        try:
+            if self.workers == 1:
+                self._run_inline(files, done)
+            else:
+                self._run_parallel(files, done)
+        finally:
+            self._flush(None)
+            self.accepted_writer.close()
+            self.quarantine_writer.close()
+        return self.write_summary()
+
+    def _count(self, key: str, resumed: bool) -> None:
+        if key in self.seen:
+            raise RuntimeError(
+                f"record key {key!r} occurs twice; two inputs resolve to the same dataset path"
+            )
+        self.seen.add(key)
+        self.stats.records_in += 1
+        if resumed:
+            self.stats.resumed += 1
+        else:
+            self.stats.processed += 1
+
+    def _progress(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.stats.files, self.total_files, self.stats.records_in)
+
+    def _run_inline(self, files: list[tuple[Path, str]], done: set[str]) -> None:
+        curator = _make_curator() if self.use_llm else None
+        runner = GraphRunner(self.config, self.out / CHECKPOINT_DB if self.checkpoint else None, curator)
+        try:
+            for path, dataset_path in files:
+                for raw, ref in _records([], self.config, [(path, dataset_path)]):
+                    resumed = ref["key"] in done
+                    self._count(ref["key"], resumed)
+                    if not resumed:
+                        self._write(runner.run(raw, ref))
+                        if self.pending >= self.flush_every:
+                            self._flush(runner)
+                    self._progress()
+                self.stats.files += 1
+                self._progress()
+            self._flush(runner)
+        finally:
+            runner.close()
+
+    def _run_parallel(self, files: list[tuple[Path, str]], done: set[str]) -> None:
+        ctx = mp.get_context("spawn")
+        task_q = ctx.Queue()
+        result_q = ctx.Queue(maxsize=self.workers * 4)  # bounded: workers wait while the writer catches up
+        for path, dataset_path in files:
+            task_q.put((str(path), dataset_path))
+        for _ in range(self.workers):
+            task_q.put(None)
+        checkpoint = str(self.out / CHECKPOINT_DB) if self.checkpoint else None
+        procs = [
+            ctx.Process(
+                target=_worker,
+                args=(task_q, result_q, self.config, done, checkpoint, self.use_llm, os.getpid()),
+                daemon=True,
+            )
+            for _ in range(self.workers)
+        ]
+        for p in procs:
+            p.start()
+        running = len(procs)
+        try:
+            while running:
+                try:
+                    batch = result_q.get(timeout=5)
+                except queue.Empty:
+                    if not any(p.is_alive() for p in procs):
+                        raise RuntimeError(
+                            "clean workers exited without finishing; see their error above"
+                        ) from None
+                    continue
+                if batch is None:
+                    running -= 1
+                    continue
+                for kind, item in batch:
+                    if kind == "resumed":
+                        self._count(item, True)
+                    elif kind == "outcome":
+                        self._count(item.record["key"], False)
+                        self._write(item)
+                        if self.pending >= self.flush_every:
+                            self._flush(None)
+                    else:
+                        self.stats.files += 1
+                    self._progress()
+        finally:
+            for p in procs:
+                p.join(timeout=10)
+
+    # summary ------------------------------------------------------------------------------------
+    def write_summary(self) -> dict[str, Any]:
+        accepted_keys, quarantined_keys = self.finished_keys()
+        accepted = self.seen & accepted_keys
+        quarantined = (self.seen & quarantined_keys) - accepted
+        per_reason: Counter[str] = Counter()
+        per_stage: Counter[str] = Counter()
+        episode_reasons: Counter[str] = Counter()
+        first_reason: dict[str, tuple[str, str]] = {}
+        episode_rows: set[tuple[str, int]] = set()
+        for table in self._quarantine_tables(["record_key", "stage", "reason", "episode", "record_outcome"]):
+            for key, stage, reason, episode, outcome in zip(
+                *(table.column(c).to_pylist() for c in table.column_names), strict=True
+            ):
+                if key not in self.seen:
+                    continue
+                if outcome == "quarantined" and key in quarantined:
+                    first_reason.setdefault(key, (stage, reason))
+                elif outcome == "accepted" and key in accepted and (key, episode) not in episode_rows:
+                    episode_rows.add((key, episode))
+                    episode_reasons[reason] += 1
+        for stage, reason in first_reason.values():
+            per_reason[reason] += 1
+            per_stage[stage] += 1
+        trajectories = 0
+        if read_manifest(self.out) is not None:
+            for _, batch in iter_record_batches(self.out, columns=["source"], batch_size=4096):
+                trajectories += sum(
+                    1 for s in batch.column("source").to_pylist() if s and s.get("uri") in self.seen
+                )
+        summary: dict[str, Any] = {
+            "records_in": self.stats.records_in,
+            "accepted": len(accepted),
+            "quarantined": len(quarantined),
+            "per_reason": dict(sorted(per_reason.items())),
+            "per_stage": dict(sorted(per_stage.items())),
+            "trajectories_written": trajectories,
+            "episodes_quarantined_in_accepted_records": dict(sorted(episode_reasons.items())),
+            "resumed_records": self.stats.resumed,
+            "processed_records": self.stats.processed,
+            "files": self.stats.files,
+            "source_kind": self.config.source_kind,
+            "source_name": self.config.source_name,
+            "licence": self.config.licence,
+            "accept_threshold": self.config.accept_threshold,
+            "llm": self.use_llm,
+            "seconds": round(time.monotonic() - self.stats.started, 3),
+        }
+        if summary["records_in"] != summary["accepted"] + summary["quarantined"]:
+            missing = sorted(self.seen - accepted - quarantined)[:5]
+            raise RuntimeError(f"counts do not reconcile: {summary}; records without an outcome: {missing}")
+        atomic_write_json(self.out / "summary.json", summary)
+        return summary

@@ -1,0 +1,268 @@
+"""Segment: split sessions into turns and long sessions into episodes.
+
+For terminal transcripts, an action is the command line as finally submitted (after the user's own
+edits, history recall and tab completion, read back from the rendered line), and its observation is
+everything printed until the next prompt, the prompt included. REPL prompts nest inside shell
+sessions, continuation prompts join lines into one command, and Ctrl-C either discards the line being
+typed or marks the running command as interrupted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+from curation_agents.formats.common import turn as make_turn
+from curation_agents.model import CleanConfig, ParsedRecord, RawTurn
+from curation_agents.redact import marker
+
+PROMPT = re.compile(
+    r"^(?:\([^)\n]{1,60}\) )?(?:\[[^\]\n]{1,80}\]|[\w.\-]{1,64}@[\w.\-]{1,64})(?::[^\n#$%]{0,200})?\s?[#$%] ?"
+    r"|^(?:>>> |\.\.\. |In \[\d+\]: |\(Pdb\) |mysql> |sqlite> |postgres=# |irb\(main\):\d+:\d+> )"
+)
+LOOSE_PROMPT = re.compile(r"^[#$%] ")
+CONTINUATION_PROMPTS = frozenset({">", "...", "->"})
+PASSWORD_PROMPT = re.compile(r"(?i)(?:password|passphrase|passcode|pin)[^\n:]{0,60}:\s*$")
+HARNESS_SUFFIX = re.compile(r"\s*;\s*tmux wait -S \S+\s*$")
+SESSION_END = re.compile(r"^(?:exit|logout|\^D)(?:\s+\d+)?$")
+_INPUT_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?")
+
+
+def _strip_prompt(line: str, prompt: str | None) -> str:
+    if prompt and line.startswith(prompt):
+        return line[len(prompt) :]
+    if prompt and prompt.rstrip() and line.startswith(prompt.rstrip()):
+        return line[len(prompt.rstrip()) :].lstrip()
+    m = PROMPT.match(line)
+    return line[m.end() :] if m else line
+
+
+class _Session:
+    """Walks a transcript, building turns."""
+
+    def __init__(self, start: datetime | None, counts: Counter[str]) -> None:
+        self.start = start
+        self.counts = counts
+        self.turns: list[RawTurn] = []
+        self.open: RawTurn | None = None
+        self.open_lines: list[str] = []
+        self.open_t = 0.0
+        self.prompt: str | None = None
+        self.typing = False
+        self.buffer: list[str] = []
+        self.skip_echo = False
+
+    def finished_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            if self.skip_echo:
+                self.skip_echo = False
+                prompt = (self.prompt or "").rstrip()
+                if (prompt and line.startswith(prompt)) or PROMPT.match(line):
+                    continue
+            if self.open is not None:
+                self.open_lines.append(line)
+
+    def start_typing(self, current_line: str, t: float) -> None:
+        self.typing = True
+        self.buffer = []
+        new_prompt = current_line
+        if self.open is not None:
+            continuation = new_prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines
+            if continuation:
+                self.open["metadata"]["continuation_prompt"] = new_prompt
+                self.prompt = new_prompt
+                return
+            self.close(t, trailing_prompt=new_prompt)
+        self.prompt = new_prompt
+
+    def submit(self, current_line: str, t: float, fullscreen_keys: int) -> None:
+        echoed = _strip_prompt(current_line, self.prompt)
+        typed = "".join(self.buffer)
+        command = echoed if echoed.strip() else typed
+        if self.prompt is not None and PASSWORD_PROMPT.search(self.prompt):
+            command = marker("password")
+            self.counts["password"] += 1
+        command = HARNESS_SUFFIX.sub("", command).strip()
+        self.skip_echo = True
+        self.typing = False
+        self.buffer = []
+        if self.open is not None and self.open["metadata"].get("continuation_prompt") and not self.open_lines:
+            self.open["action"] += "\n" + command
+            self.open["metadata"].pop("continuation_prompt", None)
+            return
+        prompt = self.prompt or ""
+        self.open = make_turn(
+            command,
+            "command" if command.strip() else "empty",
+            "",
+            observation_format="terminal",
+            started_at=(self.start + timedelta(seconds=t)).isoformat() if self.start else None,
+            metadata={
+                "prompt": prompt,
+                **({"repl": prompt.strip()} if prompt.startswith((">>>", "In [")) else {}),
+            },
+        )
+        self.open_lines = []
+        self.open_t = t
+
+    def close(self, t: float, trailing_prompt: str | None) -> None:
+        assert self.open is not None
+        lines = list(self.open_lines)
+        if trailing_prompt is not None:
+            lines.append(trailing_prompt.rstrip())
+        else:
+            self.open["metadata"]["ended_without_prompt"] = True
+        self.open["observation"] = "\n".join(lines)
+        self.open["duration_s"] = round(max(0.0, t - self.open_t), 6)
+        self.turns.append(self.open)
+        self.open, self.open_lines = None, []
+
+    def feed_input(self, data: str, current_line: str, t: float) -> None:
+        data = _INPUT_ESCAPE.sub("\x00", data)  # arrows and function keys: the echo will tell
+        for ch in data:
+            if ch in "\r\n":
+                if not self.typing:
+                    self.start_typing(current_line, t)
+                self.submit(current_line, t, 0)
+                current_line = self.prompt or ""  # later chars in this event are typed on a fresh line
+            elif ch == "\x03":
+                if self.typing:
+                    self.typing, self.buffer = False, []
+                elif self.open is not None:
+                    self.open["metadata"]["interrupted"] = True
+            elif ch == "\x04" and not self.buffer:
+                if not self.typing:
+                    self.start_typing(current_line, t)
+                self.buffer = []
+                self.submit(self.prompt or "", t, 0)
+                if self.open is not None:
+                    self.open["action"] = "^D"
+                    self.open["action_kind"] = "keystrokes"
+                    self.open["metadata"]["control"] = "EOF"
+            elif ch in "\x7f\b":
+                if self.buffer:
+                    self.buffer.pop()
+            elif ch == "\x15":
+                self.buffer = []
+            elif ch == "\x17":
+                text = "".join(self.buffer).rstrip()
+                self.buffer = list(text[: text.rfind(" ") + 1]) if " " in text else []
+            elif ch >= " " or ch == "\t":
+                if not self.typing:
+                    self.start_typing(current_line, t)
+                self.buffer.append(ch)
+
+
+def segment_transcript(
+    items: list[list[Any]], collected_at: str | None, counts: Counter[str]
+) -> list[RawTurn]:
+    """Turns of a terminal transcript; output-only recordings are split at prompt lines."""
+    start = datetime.fromisoformat(collected_at) if collected_at else None
+    if not any(item[0] == "i" for item in items):
+        lines: list[str] = []
+        for item in items:
+            lines.extend(item[4])
+        if items and items[-1][3]:
+            lines.append(items[-1][3])
+        return segment_output_only(lines)
+    session = _Session(start, counts)
+    for kind, t, data, current, finished, fullscreen in items:
+        session.finished_lines(finished)
+        if kind == "i":
+            if fullscreen:
+                if session.open is not None:
+                    keys = session.open["metadata"].get("fullscreen_keys", 0)
+                    session.open["metadata"]["fullscreen_keys"] = keys + len(data)
+                continue
+            session.feed_input(data, current, t)
+        elif kind == "end":
+            if session.open is not None:
+                if current and not session.typing:
+                    session.open_lines.append(current.rstrip())
+                    ends_at_prompt = bool(PROMPT.match(current)) and not _strip_prompt(current, None).strip()
+                    session.close(t, None)
+                    if ends_at_prompt:
+                        session.turns[-1]["metadata"].pop("ended_without_prompt", None)
+                else:
+                    session.close(t, current if session.typing else None)
+    turns = session.turns
+    # The `exit` that ends the recorded shell is how the recording stops, not a turn of the task.
+    if (
+        turns
+        and SESSION_END.match(turns[-1]["action"].strip())
+        and turns[-1]["metadata"].get("ended_without_prompt")
+    ):
+        turns.pop()
+    return turns
+
+
+def segment_output_only(lines: list[str]) -> list[RawTurn]:
+    """Split rendered output at prompt lines (recordings made without input capture)."""
+    pattern = PROMPT if any(PROMPT.match(line) for line in lines) else LOOSE_PROMPT
+    turns: list[RawTurn] = []
+    current: RawTurn | None = None
+    body: list[str] = []
+    for line in lines:
+        m = pattern.match(line)
+        if m:
+            command = HARNESS_SUFFIX.sub("", line[m.end() :]).rstrip()
+            if current is not None:
+                body.append(line[: m.end()])
+                current["observation"] = "\n".join(body)
+                turns.append(current)
+                current = None
+            if command.strip():
+                current = make_turn(
+                    command,
+                    "command",
+                    "",
+                    observation_format="terminal",
+                    metadata={"prompt": line[: m.end()]},
+                )
+                body = []
+            continue
+        if current is not None:
+            body.append(line)
+    if current is not None:
+        current["observation"] = "\n".join(body)
+        current["metadata"]["ended_without_prompt"] = True
+        turns.append(current)
+    if turns and SESSION_END.match(turns[-1]["action"].strip()):
+        turns.pop()
+    return turns
+
+
+def split_episodes(turns: list[RawTurn], config: CleanConfig) -> list[list[RawTurn]]:
+    """Split a long session into episodes at long idle gaps and at `max_episode_turns`."""
+    episodes: list[list[RawTurn]] = [[]]
+    last_end: datetime | None = None
+    for t in turns:
+        started = _parse_time(t.get("started_at"))
+        gap = (started - last_end).total_seconds() if started and last_end else 0.0
+        if episodes[-1] and (len(episodes[-1]) >= config.max_episode_turns or gap > config.episode_gap_s):
+            episodes.append([])
+        episodes[-1].append(t)
+        if started is not None:
+            last_end = started + timedelta(seconds=t.get("duration_s") or 0.0)
+    return [e for e in episodes if e]
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def segment_record(parsed: ParsedRecord, config: CleanConfig, counts: Counter[str]) -> list[list[RawTurn]]:
+    """Episodes of turns for any parsed record."""
+    if parsed.get("transcript") is not None:
+        turns = segment_transcript(parsed["transcript"], parsed.get("collected_at"), counts)
+        parsed["transcript"] = []
+    else:
+        turns = parsed.get("turns", [])
+    return split_episodes(turns, config)

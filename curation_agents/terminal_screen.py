@@ -1,0 +1,236 @@
+"""Render raw terminal output into what a person would have seen, line by line.
+
+Recordings are mostly append-only text with carriage-return progress bars, backspaces, in-line cursor
+moves and erases. Emulating those on logical lines (no wrapping, unbounded scrollback) is exact for
+what matters and fast enough for hundreds of megabytes; full-screen programs (the alternate screen:
+vim, less, top) are handed to pyte, a real VT100 emulator, and their last screen is kept.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyte
+
+# One token: a run of printable text, a CSI sequence, an OSC string, another escape, or one control char.
+_TOKEN = re.compile(
+    r"(?P<text>[^\x00-\x1f\x7f\x1b\x9b]+)"
+    r"|\x1b\[(?P<csi_params>[0-?]*)[ -/]*(?P<csi_final>[@-~])"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b[()*+#%][\x20-\x7e]?"
+    r"|\x1b[\x20-\x7e]?"
+    r"|(?P<ctrl>[\x00-\x1f\x7f\x9b])"
+)
+_ALT_SCREEN_MODES = frozenset({"47", "1047", "1049"})
+_MAX_COL = 1 << 16  # cursor moves beyond this are noise; clamp so one sequence cannot allocate gigabytes
+_TAB = 8
+
+
+def _ints(params: str, default: int) -> list[int]:
+    out = []
+    for part in params.lstrip("?>=").split(";"):
+        out.append(int(part) if part.isdigit() else default)
+    return out or [default]
+
+
+class TerminalScreen:
+    """An incremental renderer: feed output text, read back finished lines and the line being edited.
+
+    `take_finished()` returns (and forgets) the lines above the cursor row; `current_line` is the row
+    under the cursor, e.g. a shell prompt with the command being typed.
+    """
+
+    def __init__(self, width: int = 80, height: int = 24) -> None:
+        self.width = max(2, min(width, 1000))
+        self.height = max(2, min(height, 500))
+        self.rows: list[str] = [""]
+        self.row = 0
+        self.col = 0
+        self._alt: pyte.Screen | None = None
+        self._alt_stream: pyte.Stream | None = None
+        self.alt_screen_entered = 0  # how many full-screen programs ran
+
+    @property
+    def in_fullscreen(self) -> bool:
+        return self._alt is not None
+
+    @property
+    def current_line(self) -> str:
+        """The row under the cursor as drawn, trailing spaces included (a prompt ends in one)."""
+        return self.rows[self.row]
+
+    def take_finished(self) -> list[str]:
+        """The finished lines above the cursor, right-stripped; they are removed from the screen."""
+        done = [r.rstrip() for r in self.rows[: self.row]]
+        del self.rows[: self.row]
+        self.row = 0
+        return done
+
+    def take_all(self) -> list[str]:
+        """Every line including the current one (end of a recording)."""
+        lines = [r.rstrip() for r in self.rows]
+        self.rows, self.row, self.col = [""], 0, 0
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    # -- feeding -----------------------------------------------------------------------------------
+    def feed(self, data: str) -> None:
+        pos = 0
+        while pos < len(data):
+            if self._alt is not None:
+                pos = self._feed_alt(data, pos)
+                continue
+            m = _TOKEN.match(data, pos)
+            if m is None:  # a lone unmatched char; skip it rather than loop
+                pos += 1
+                continue
+            pos = m.end()
+            text = m.group("text")
+            if text is not None:
+                self._write(text)
+                continue
+            final = m.group("csi_final")
+            if final is not None:
+                self._csi(m.group("csi_params") or "", final)
+                continue
+            ctrl = m.group("ctrl")
+            if ctrl is not None:
+                self._control(ctrl)
+
+    def _write(self, text: str) -> None:
+        line = self.rows[self.row]
+        if len(line) < self.col:
+            line = line + " " * (self.col - len(line))
+        self.rows[self.row] = line[: self.col] + text + line[self.col + len(text) :]
+        self.col += len(text)
+
+    def _control(self, ch: str) -> None:
+        if ch == "\r":
+            self.col = 0
+        elif ch == "\n" or ch == "\x0b" or ch == "\x0c":
+            # Recordings capture the tty after onlcr, so a bare LF is rare; treat it as a new line.
+            self._line_feed()
+            self.col = 0
+        elif ch == "\b":
+            self.col = max(0, self.col - 1)
+        elif ch == "\t":
+            self.col = min(_MAX_COL, (self.col // _TAB + 1) * _TAB)
+        # Bell, shift-in/out and the rest draw nothing.
+
+    def _line_feed(self) -> None:
+        self.row += 1
+        if self.row == len(self.rows):
+            self.rows.append("")
+
+    def _csi(self, params: str, final: str) -> None:
+        if final == "m":
+            return
+        if params.startswith("?") and final in "hl":
+            modes = set(params[1:].split(";"))
+            if final == "h" and modes & _ALT_SCREEN_MODES:
+                self._enter_alt()
+            return
+        n = _ints(params, 0)
+        count = max(1, n[0])
+        line = self.rows[self.row]
+        if final == "K":
+            mode = n[0]
+            if mode == 0:
+                self.rows[self.row] = line[: self.col]
+            elif mode == 1:
+                self.rows[self.row] = " " * min(self.col + 1, len(line)) + line[self.col + 1 :]
+            else:
+                self.rows[self.row] = ""
+        elif final == "C":
+            self.col = min(_MAX_COL, self.col + count)
+        elif final == "D":
+            self.col = max(0, self.col - count)
+        elif final == "G" or final == "`":
+            self.col = min(_MAX_COL, count - 1)
+        elif final == "P":
+            self.rows[self.row] = line[: self.col] + line[self.col + count :]
+        elif final == "@":
+            if self.col < len(line):
+                self.rows[self.row] = line[: self.col] + " " * min(count, _MAX_COL) + line[self.col :]
+        elif final == "X":
+            if self.col < len(line):
+                end = self.col + count
+                self.rows[self.row] = line[: self.col] + " " * (min(end, len(line)) - self.col) + line[end:]
+        elif final == "A" or final == "F":
+            self.row = max(self._screen_top(), self.row - count)
+            if final == "F":
+                self.col = 0
+        elif final == "B" or final == "E":
+            for _ in range(min(count, self.height)):
+                self._line_feed()
+            if final == "E":
+                self.col = 0
+        elif final == "H" or final == "f":
+            row = max(1, n[0]) if n else 1
+            col = max(1, n[1]) if len(n) > 1 else 1
+            if row == 1 and col == 1 and self.row == 0 and not self.rows[0]:
+                self.col = 0
+                return
+            target = self._screen_top() + min(row, self.height) - 1
+            while target >= len(self.rows):
+                self.rows.append("")
+            self.row, self.col = target, min(_MAX_COL, col - 1)
+        elif final == "J":
+            mode = n[0]
+            if mode in (2, 3) or (mode == 0 and self.row == self._screen_top() and self.col == 0):
+                # A clear: what was on the screen is gone; a person now sees an empty screen.
+                self.rows, self.row, self.col = [""], 0, 0
+            elif mode == 0:
+                self.rows[self.row] = line[: self.col]
+                del self.rows[self.row + 1 :]
+        # Scroll regions, tab stops, device reports and the rest change nothing a reader sees.
+
+    def _screen_top(self) -> int:
+        return max(0, len(self.rows) - self.height)
+
+    # -- the alternate screen ----------------------------------------------------------------------
+    def _enter_alt(self) -> None:
+        self._alt = pyte.Screen(self.width, self.height)
+        self._alt_stream = pyte.Stream(self._alt)
+        self.alt_screen_entered += 1
+
+    def _feed_alt(self, data: str, pos: int) -> int:
+        assert self._alt is not None and self._alt_stream is not None
+        leave = re.compile(r"\x1b\[\?(?:[0-9;]*;)?(?:47|1047|1049)(?:;[0-9;]*)?l")
+        m = leave.search(data, pos)
+        end = m.start() if m else len(data)
+        self._alt_stream.feed(data[pos:end])
+        if m is None:
+            return len(data)
+        screen_lines = [line.rstrip() for line in self._alt.display]
+        while screen_lines and not screen_lines[-1]:
+            screen_lines.pop()
+        self._alt, self._alt_stream = None, None
+        # The full-screen program's last screen stands in for its output, then the main screen resumes.
+        for text in [line for line in screen_lines if line]:
+            self._write(text)
+            self._line_feed()
+            self.col = 0
+        return m.end()
+
+
+def render_text(data: str, width: int = 200, height: int = 50) -> str:
+    """Render a finished chunk of terminal output to plain text (all lines, escapes applied)."""
+    screen = TerminalScreen(width, height)
+    screen.feed(data)
+    return "\n".join(screen.take_all())
+
+
+_HAS_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]")
+
+
+def clean_tool_output(text: str) -> str:
+    """Normalise tool-log text: CRLF to LF, and terminal escapes rendered only when present."""
+    if _HAS_CONTROL.search(text) is None:
+        return text
+    without_crlf = text.replace("\r\n", "\n")
+    if _HAS_CONTROL.search(without_crlf) is None:
+        return without_crlf
+    return render_text(text, width=1000)
