@@ -2,21 +2,23 @@
 # mypy: disable-error-code="no-untyped-call"
 """The pool-building Beam job: validate -> filter -> fingerprint -> dedup + decontaminate -> assign -> render.
 
-Elements are Arrow record batches wherever a stage reads or writes whole trajectories (reading,
-filtering, fingerprinting, routing); only small fingerprints travel one per record, through the
-two shuffles that need a global view (LSH bands and source groups). Every choice is a seeded hash
-of ids, and every written part is sorted by its key, so the default runner, the multi-process
-runner and Dataflow/Flink/Spark write identical pools.
+Input parts are cut into row-range splits (a few hundred trajectories each), so every worker gets
+work. One fused stage per split validates, filters and fingerprints, and spills the kept rows as one
+Arrow file under OUT/_build; only small fingerprints and file names travel between stages, through
+the shuffles that need a global view (LSH bands, duplicate ids, source groups). Rendering reads the
+spilled rows back, writes sorted runs per output part, and the last stage merges each part's runs and
+writes the part with its trainer export. Every choice is a seeded hash of ids and every part is
+sorted by its key, so the default runner, the multi-process runner and Dataflow/Flink/Spark write
+identical pools.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from apache_beam.transforms import combiners
 
 from pipelines import filters as flt
 from pipelines.config import EVAL_POOL, PoolsConfig
+from pipelines.exports import write_export
 from pipelines.inputs import KnowledgeDoc, read_eval_turns, read_knowledge_file
 from pipelines.minhash import (
     NearDuplicateIndex,
@@ -52,8 +55,11 @@ from schemas.shards import check_version
 from schemas.trajectory import SCHEMA_METADATA_KEY, TRAJECTORY_SCHEMA, Trajectory
 
 WORK_DIR = "_build"
+SPILL_DIRS = ("kept", "runs")
+"""Intermediate files under OUT/_build, removed when the job has finished."""
 REMOVED = "removed"
 ASSIGNMENTS = "assignments"
+PART_ROW_GROUP = 1000
 SORT_KEYS: dict[str, list[str]] = {
     "cpt": ["sample_id"],
     "sft": ["sample_id"],
@@ -68,6 +74,16 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
     ASSIGNMENTS: ASSIGNMENT_SCHEMA,
     REMOVED: QUARANTINE_SCHEMA,
 }
+KEPT_SCHEMA = pa.schema(
+    [
+        *TRAJECTORY_SCHEMA,
+        pa.field("_content", pa.string(), False),
+        pa.field("_signature", pa.list_(pa.field("item", pa.uint64(), nullable=False)), False),
+    ],
+    metadata=TRAJECTORY_SCHEMA.metadata,
+)
+"""A spilled kept batch: the filtered trajectory plus what fingerprinting already computed."""
+SPILL_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +101,17 @@ class Fingerprint:
     contaminated_by: str  # eval sample id whose turn it near-duplicates, "" when clean
 
 
+@dataclass(frozen=True, slots=True)
+class ReadSplit:
+    """A row range of one input part: the unit of reading, filtering and fingerprinting."""
+
+    index: int
+    path: str
+    row_group: int
+    offset: int
+    length: int
+
+
 def _join(base: str, *parts: str) -> str:
     return FileSystems.join(base, *parts)
 
@@ -93,14 +120,23 @@ def _read_parquet(path: str) -> pq.ParquetFile:
     return pq.ParquetFile(FileSystems.open(path))
 
 
-def read_trajectory_batches(path: str, batch_rows: int) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """Stream one input part as record batches under the explicit schema (rows that fail are quarantined)."""
-    pf = _read_parquet(path)
+def plan_splits(files: list[tuple[str, list[int]]], split_rows: int) -> list[ReadSplit]:
+    """Cut every row group of every part into ranges of at most `split_rows` rows."""
+    splits: list[ReadSplit] = []
+    for path, group_rows in files:
+        for rg, n in enumerate(group_rows):
+            for offset in range(0, n, split_rows):
+                splits.append(ReadSplit(len(splits), path, rg, offset, min(split_rows, n - offset)))
+    return splits
+
+
+def read_split(split: ReadSplit) -> pa.Table:
+    """The rows of one split under the part's own schema (rows that fail validation are quarantined)."""
+    pf = _read_parquet(split.path)
     version = (pf.schema_arrow.metadata or {}).get(SCHEMA_METADATA_KEY)
     if version is not None:
-        check_version(version.decode("utf-8", "replace"), path)
-    for batch in pf.iter_batches(batch_size=batch_rows):
-        yield path, batch
+        check_version(version.decode("utf-8", "replace"), split.path)
+    return pf.read_row_group(split.row_group).slice(split.offset, split.length)
 
 
 def _stat(name: str, n: int = 1) -> tuple[str, int]:
@@ -117,39 +153,43 @@ def _removed(record_id: str, input_file: str, stage: str, reason: str, detail: s
     }
 
 
-class FilterBatch(beam.DoFn):
-    """Reads: trajectory record batches. Writes: cleaned batches (main), removed rows, stats."""
+def _mkdirs(path: str) -> None:
+    try:
+        FileSystems.mkdirs(path)
+    except OSError:
+        pass
 
-    def __init__(self, cfg: PoolsConfig) -> None:
-        self.cfg = cfg
 
-    def process(self, element: tuple[str, pa.RecordBatch]) -> Iterator[Any]:
-        path, batch = element
-        kept: list[dict[str, Any]] = []
-        yield beam.pvalue.TaggedOutput("stats", _stat("records_in", batch.num_rows))
-        for record in batch.to_pylist():
-            traj, code, detail = flt.validate_record(record)
-            if traj is None:
-                assert code is not None
-                yield beam.pvalue.TaggedOutput(
-                    "removed", _removed(record.get("id") or "", path, "validation", code, detail)
-                )
-                yield beam.pvalue.TaggedOutput("stats", _stat(f"quarantined.{code}"))
-                continue
-            yield beam.pvalue.TaggedOutput("stats", _stat("turns_in", len(traj.turns)))
-            outcome = flt.apply_filters(traj, self.cfg.filters)
-            for reason, n in outcome.removed_turns.items():
-                yield beam.pvalue.TaggedOutput("stats", _stat(f"turns_removed.{reason}", n))
-            if outcome.trajectory is None:
-                assert outcome.drop_reason is not None
-                yield beam.pvalue.TaggedOutput(
-                    "removed", _removed(traj.id, path, "filter", outcome.drop_reason, outcome.detail)
-                )
-                yield beam.pvalue.TaggedOutput("stats", _stat(f"dropped.{outcome.drop_reason}"))
-                continue
-            kept.append(outcome.trajectory.to_record())
-        if kept:
-            yield pa.RecordBatch.from_pylist(kept, schema=TRAJECTORY_SCHEMA)
+def _write_ipc(path: str, table: pa.Table) -> None:
+    """Write an intermediate Arrow file atomically (a retried bundle overwrites the same name)."""
+    folder, name = path.rsplit("/", 1)
+    _mkdirs(folder)
+    tmp = _join(folder, f".{name}.tmp")
+    with FileSystems.create(tmp) as fh:
+        with pa.ipc.new_file(fh, table.schema, options=SPILL_OPTIONS) as writer:
+            writer.write_table(table)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])
+
+
+def _read_ipc(path: str, columns: list[str] | None = None) -> pa.Table:
+    with FileSystems.open(path) as fh:
+        data = fh.read()
+    table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
+    return table.select(columns) if columns is not None else table
+
+
+def spill_runs(
+    rows: dict[tuple[str, int], list[dict[str, Any]]], work: str, tag: str
+) -> Iterator[tuple[tuple[str, int], str]]:
+    """Write each (table, shard)'s rows as one run file, sorted by the table's key; yield its name."""
+    for (table_name, shard), items in sorted(rows.items()):
+        table = pa.Table.from_pylist(items, schema=TABLE_SCHEMAS[table_name])
+        table = table.sort_by([(k, "ascending") for k in SORT_KEYS[table_name]])
+        path = _join(work, "runs", table_name, f"{shard:05d}", f"{tag}.arrow")
+        _write_ipc(path, table)
+        yield (table_name, shard), path
 
 
 def trajectory_text(traj: Trajectory) -> str:
@@ -185,33 +225,80 @@ class EvalTurnMatcher:
                 return hits[0].rsplit("#", 1)[0]
         return ""
 
+    def match_trajectory(self, traj: Trajectory) -> str:
+        # Without evaluation turns there is nothing to match: skip normalising every turn.
+        return self.match(turn_texts(traj)) if len(self.index) else ""
 
-class FingerprintBatch(beam.DoFn):
-    """Reads: cleaned trajectory batches. Writes: one Fingerprint per trajectory."""
 
-    def __init__(self, cfg: PoolsConfig, eval_turns: list[tuple[str, int, list[int]]]) -> None:
+class PrepareSplit(beam.DoFn):
+    """Reads: one ReadSplit. Validates, filters and fingerprints its rows in one pass.
+
+    Writes: Fingerprints (main), the spilled kept rows' file name ("kept"), a run of removed rows
+    ("runs") and stats.
+    """
+
+    def __init__(self, cfg: PoolsConfig, eval_turns: list[tuple[str, int, list[int]]], work: str) -> None:
         self.cfg = cfg
         self.eval_turns = eval_turns
+        self.work = work
 
     def setup(self) -> None:
         self.matcher = EvalTurnMatcher(self.cfg, self.eval_turns)
 
-    def process(self, batch: pa.RecordBatch) -> Iterator[Fingerprint]:
-        trajs = [Trajectory.from_record(r) for r in batch.to_pylist()]
-        texts = [trajectory_text(t) for t in trajs]
+    def process(self, split: ReadSplit) -> Iterator[Any]:
+        table = read_split(split)
+        stats: Counter[str] = Counter(records_in=table.num_rows)
+        removed: list[dict[str, Any]] = []
+        kept: list[tuple[Trajectory, dict[str, Any]]] = []
+        for record in table.to_pylist():
+            traj, code, detail = flt.validate_record(record)
+            if traj is None:
+                assert code is not None
+                removed.append(_removed(record.get("id") or "", split.path, "validation", code, detail))
+                stats[f"quarantined.{code}"] += 1
+                continue
+            stats["turns_in"] += len(traj.turns)
+            outcome = flt.apply_filters(traj, self.cfg.filters)
+            for reason, n in outcome.removed_turns.items():
+                stats[f"turns_removed.{reason}"] += n
+            if outcome.trajectory is None:
+                assert outcome.drop_reason is not None
+                removed.append(_removed(traj.id, split.path, "filter", outcome.drop_reason, outcome.detail))
+                stats[f"dropped.{outcome.drop_reason}"] += 1
+                continue
+            kept.append((outcome.trajectory, outcome.trajectory.to_record()))
+        tag = f"split-{split.index:06d}"
+        if removed:
+            yield from (
+                beam.pvalue.TaggedOutput("runs", r)
+                for r in spill_runs({(REMOVED, 0): removed}, self.work, f"{tag}-filter")
+            )
+        yield from (beam.pvalue.TaggedOutput("stats", s) for s in stats.items())
+        if not kept:
+            return
         d = self.cfg.dedup
+        texts = [trajectory_text(t) for t, _ in kept]
         sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)
-        for traj, text, sig in zip(trajs, texts, sigs, strict=True):
+        contents = [content_hash(rec) for _, rec in kept]
+        spilled = pa.Table.from_pylist([rec for _, rec in kept], schema=TRAJECTORY_SCHEMA)
+        spilled = spilled.append_column(KEPT_SCHEMA.field("_content"), pa.array(contents, pa.string()))
+        spilled = spilled.append_column(
+            KEPT_SCHEMA.field("_signature"), pa.array(sigs, KEPT_SCHEMA.field("_signature").type)
+        )
+        path = _join(self.work, "kept", f"{tag}.arrow")
+        _write_ipc(path, spilled.replace_schema_metadata(KEPT_SCHEMA.metadata))
+        yield beam.pvalue.TaggedOutput("kept", path)
+        for (traj, _), text, sig, content in zip(kept, texts, sigs, contents, strict=True):
             yield Fingerprint(
                 id=traj.id,
-                content=content_hash(traj.to_record()),
+                content=content,
                 kind=traj.source.kind.value,
                 group=traj.source.source_group,
                 domain=traj.domain.value,
                 num_turns=len(traj.turns),
                 exact=exact_key(text),
                 signature=tuple(sig),
-                contaminated_by=self.matcher.match(turn_texts(traj)),
+                contaminated_by=self.matcher.match_trajectory(traj),
             )
 
 
@@ -319,19 +406,46 @@ def choose_pool(weights: dict[str, float], seed: int, group: str) -> str:
 def decide_group_pool(element: tuple[str, Iterable[Fingerprint]], cfg: PoolsConfig) -> tuple[str, str]:
     """The pool of a source group from its majority source kind (ties: dedup.source_priority order)."""
     group, fps = element
-    counts = Counter(fp.kind for fp in fps)
+    return group_pool_from_kinds((group, group_kind_counts(fps)), cfg)
+
+
+def group_pool_from_kinds(element: tuple[str, Counter[str]], cfg: PoolsConfig) -> tuple[str, str]:
+    """`decide_group_pool` from the group's source-kind counts (what the job shuffles: no signatures)."""
+    group, counts = element
     prio = cfg.dedup.source_priority
     kind = min(counts, key=lambda k: (-counts[k], prio.index(k) if k in prio else len(prio), k))
     return group, choose_pool(cfg.assignment.rule_for(kind).pools, cfg.assignment.seed, group)
 
 
-class RouteBatch(beam.DoFn):
-    """Reads: cleaned batches + cluster, contamination and group-pool side inputs.
-    Writes: ((table, shard), Arrow table) per output table, removed rows, stats."""
+class CountKinds(beam.CombineFn):
+    """Source-kind counts of one source group."""
 
-    def __init__(self, cfg: PoolsConfig, shards: int) -> None:
+    def create_accumulator(self) -> Counter[str]:
+        return Counter()
+
+    def add_input(self, acc: Counter[str], kind: str) -> Counter[str]:
+        acc[kind] += 1
+        return acc
+
+    def merge_accumulators(self, accs: Iterable[Counter[str]]) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for acc in accs:
+            total.update(acc)
+        return total
+
+    def extract_output(self, acc: Counter[str]) -> Counter[str]:
+        return acc
+
+
+class RoutePools(beam.DoFn):
+    """Reads: a spilled kept file (or a batch of knowledge documents) + cluster, contamination and
+    group-pool side inputs. Renders pool rows and writes them as sorted runs per output part.
+    Writes: ((table, shard), run file) per part touched (removed rows included), and stats."""
+
+    def __init__(self, cfg: PoolsConfig, shards: int, work: str) -> None:
         self.cfg = cfg
         self.shards = shards
+        self.work = work
 
     def setup(self) -> None:
         from prompt_autoresearch.templates import load_template_set
@@ -361,9 +475,28 @@ class RouteBatch(beam.DoFn):
             return None, "dedup", ("exact_duplicate" if same_exact else "near_duplicate") + f" of {rep}", None
         return group_pool[group], "", "", Lineage(source_id=group, source_kind=kind, dedup_cluster=rep)
 
+    def _records(self, element: Any) -> tuple[str, Iterator[tuple[Any, str, list[int]]]]:
+        """(run tag, (record, content hash, signature) ...) of a kept file or a document batch."""
+        if isinstance(element, list):
+            d = self.cfg.dedup
+            texts = [normalise(doc.text) for doc in element]
+            sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)
+            tag = f"docs-{stable_hash(*(doc.id for doc in element)):016x}"
+            return tag, iter(
+                (doc, content_hash(doc.to_json()), sig) for doc, sig in zip(element, sigs, strict=True)
+            )
+        table = _read_ipc(element)
+        contents = table.column("_content").to_pylist()
+        sigs = table.column("_signature").to_pylist()
+        records = table.drop_columns(["_content", "_signature"]).to_pylist()
+        tag = element.rsplit("/", 1)[1].removesuffix(".arrow")
+        return tag, (
+            (Trajectory.from_record(r), c, s) for r, c, s in zip(records, contents, sigs, strict=True)
+        )
+
     def process(
         self,
-        batch: Any,
+        element: Any,
         clusters: dict[str, tuple[str, bool]],
         losers_list: list[tuple[str, str]],
         contaminated_list: list[tuple[str, str]],
@@ -372,24 +505,24 @@ class RouteBatch(beam.DoFn):
         losers = set(losers_list)
         contaminated = dict(contaminated_list)
         out: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        is_docs = isinstance(batch, list)
-        records: list[Any] = batch if is_docs else [Trajectory.from_record(r) for r in batch.to_pylist()]
-        for item in records:
-            if is_docs:
+        stats: Counter[str] = Counter()
+        tag, records = self._records(element)
+        for item, content, signature in records:
+            is_doc = isinstance(item, KnowledgeDoc)
+            if is_doc:
                 rid, group, kind, domain, nturns = item.id, item.group, "knowledge", "knowledge", 1
-                content = content_hash(item.to_json())
             else:
                 rid, group, kind = item.id, item.source.source_group, item.source.kind.value
-                domain, nturns, content = item.domain.value, len(item.turns), content_hash(item.to_record())
+                domain, nturns = item.domain.value, len(item.turns)
             pool, stage, reason, lineage = self._lineage_fate(
                 rid, content, group, kind, clusters, losers, contaminated, group_pool
             )
             if pool is None or lineage is None:
                 code = reason.split(" ")[0] if stage == "dedup" else "eval_overlap"
-                yield beam.pvalue.TaggedOutput("stats", _stat(f"dropped.{code}"))
-                yield beam.pvalue.TaggedOutput("removed", _removed(rid, "", stage, code, reason))
+                stats[f"dropped.{code}"] += 1
+                out.setdefault((REMOVED, 0), []).append(_removed(rid, "", stage, code, reason))
                 continue
-            if is_docs:
+            if is_doc:
                 if pool != "cpt":
                     raise ValueError(
                         f"knowledge document {rid}: assigned to {pool}; knowledge goes to cpt only"
@@ -401,30 +534,26 @@ class RouteBatch(beam.DoFn):
                 rows = sft_rows(item, lineage, self.cfg, self.templates, self.counter)
                 truncated = sum(1 for r in rows if r["truncated"])
                 if truncated:
-                    yield beam.pvalue.TaggedOutput("stats", _stat("sft.samples_truncated", truncated))
+                    stats["sft.samples_truncated"] += truncated
             elif pool == "rl":
                 row, tokens = rl_row(item, lineage, self.cfg, self.templates, self.counter)
                 if row is None:
-                    yield beam.pvalue.TaggedOutput("stats", _stat("dropped.rl_prompt_over_cap"))
-                    yield beam.pvalue.TaggedOutput(
-                        "removed",
+                    stats["dropped.rl_prompt_over_cap"] += 1
+                    out.setdefault((REMOVED, 0), []).append(
                         _removed(
                             rid,
                             "",
                             "pool_rules",
                             "rl_prompt_over_cap",
                             f"RL prompt has {tokens} tokens > rl.max_prompt_tokens {self.cfg.rl.max_prompt_tokens}",
-                        ),
+                        )
                     )
                     continue
                 rows = [row]
             else:
                 rows = [item.to_record()]
-            yield beam.pvalue.TaggedOutput("stats", _stat(f"pooled.{pool}"))
-            yield beam.pvalue.TaggedOutput("stats", _stat(f"samples.{pool}", len(rows)))
-            text = normalise(item.text) if is_docs else trajectory_text(item)
-            d = self.cfg.dedup
-            signature = signatures([text], num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)[0]
+            stats[f"pooled.{pool}"] += 1
+            stats[f"samples.{pool}"] += len(rows)
             key_field = "id" if pool == EVAL_POOL else "sample_id"
             for row in rows:
                 out.setdefault((pool, stable_hash(row[key_field]) % self.shards), []).append(row)
@@ -440,33 +569,42 @@ class RouteBatch(beam.DoFn):
                     "signature": signature,
                 }
             )
-        for key, rows in out.items():
-            yield (key, pa.Table.from_pylist(rows, schema=TABLE_SCHEMAS[key[0]]))
+        yield from (beam.pvalue.TaggedOutput("stats", s) for s in stats.items())
+        yield from spill_runs(out, self.work, f"{tag}-route")
 
 
-def write_part(element: tuple[tuple[str, int], Iterable[pa.Table]], out: str) -> Iterator[tuple[str, int]]:
-    """Sort a shard by its key, collapse identical copies, and publish it atomically (temp + rename)."""
-    (table_name, shard), tables = element
-    table = pa.concat_tables(list(tables)).combine_chunks()
+def _sorted_unique(table: pa.Table, table_name: str) -> tuple[pa.Table, int]:
+    """Sort by the table's key; identical records read twice render identical rows: keep one."""
     table = table.sort_by([(k, "ascending") for k in SORT_KEYS[table_name]])
+    if table_name == REMOVED or table.num_rows < 2:
+        return table, 0
     keys = table.column(SORT_KEYS[table_name][0]).to_pylist()
-    if table_name != REMOVED:
-        # Identical records read twice (the same shard passed twice) render identical rows: keep one.
-        keep = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
-        if len(keep) != len(keys):
-            table = table.take(pa.array(keep))
-            yield (f"collapsed_copies.{table_name}", len(keys) - len(keep))
+    keep = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
+    if len(keep) == len(keys):
+        return table, 0
+    return table.take(pa.array(keep)), len(keys) - len(keep)
+
+
+def write_part(element: tuple[tuple[str, int], Iterable[str]], out: str) -> Iterator[tuple[str, int]]:
+    """Merge a part's sorted runs, collapse identical copies, and publish the part and its trainer
+    export atomically (temp + rename)."""
+    (table_name, shard), runs = element
+    schema = TABLE_SCHEMAS[table_name]
+    table = pa.concat_tables([_read_ipc(r) for r in sorted(set(runs))]) if runs else schema.empty_table()
+    table, collapsed = _sorted_unique(table.combine_chunks(), table_name)
+    if collapsed:
+        yield (f"collapsed_copies.{table_name}", collapsed)
     folder = _join(out, table_name)
-    final = _join(folder, f"part-{shard:05d}.parquet")
-    tmp = _join(folder, f".part-{shard:05d}.parquet.tmp")
+    stem = f"part-{shard:05d}"
+    final = _join(folder, f"{stem}.parquet")
+    tmp = _join(folder, f".{stem}.parquet.tmp")
     _mkdirs(folder)
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd", compression_level=3, row_group_size=1000)
     with FileSystems.create(tmp) as fh:
-        fh.write(sink.getvalue())
+        pq.write_table(table, fh, compression="zstd", compression_level=3, row_group_size=PART_ROW_GROUP)
     if FileSystems.exists(final):
         FileSystems.delete([final])
     FileSystems.rename([tmp], [final])
+    write_export(out, table_name, stem, iter(table.to_batches(max_chunksize=PART_ROW_GROUP)))
 
 
 def write_stats(stats: dict[str, int], out: str) -> None:
@@ -474,13 +612,6 @@ def write_stats(stats: dict[str, int], out: str) -> None:
     _mkdirs(_join(out, WORK_DIR))
     with FileSystems.create(path) as fh:
         fh.write((json.dumps(dict(sorted(stats.items())), indent=2) + "\n").encode())
-
-
-def _mkdirs(path: str) -> None:
-    try:
-        FileSystems.mkdirs(path)
-    except OSError:
-        pass
 
 
 @dataclass(slots=True)
@@ -491,32 +622,37 @@ class BuildInputs:
     knowledge_files: list[str]
     eval_turns: list[tuple[str, int, list[int]]]
     total_rows: int
+    row_groups: dict[str, list[int]] = field(default_factory=dict)
+    """Rows per row group of every trajectory part (read from the footers once, in the driver)."""
 
 
 def build_pipeline(
     p: beam.Pipeline, inputs: BuildInputs, out: str, cfg: PoolsConfig, batch_rows: int = 256
 ) -> None:
-    """Add the whole pool build to pipeline `p`."""
+    """Add the whole pool build to pipeline `p`; `batch_rows` is the size of a read split."""
     shards = max(1, math.ceil(max(inputs.total_rows, 1) / cfg.trajectories_per_shard))
-    files = p | "TrajectoryFiles" >> beam.Create(sorted(inputs.trajectory_files))
-    batches = (
-        files
+    work = _join(out, WORK_DIR)
+    files = sorted(inputs.trajectory_files)
+    row_groups = {f: inputs.row_groups.get(f) or _row_groups(f) for f in files}
+    splits = plan_splits([(f, row_groups[f]) for f in files], batch_rows)
+    prepared = (
+        p
+        | "ReadSplits" >> beam.Create(splits)
+        # Spread the splits over the workers before the heavy, fused read-filter-fingerprint stage.
         | "Reshuffle" >> beam.Reshuffle()
-        | "ReadBatches" >> beam.FlatMap(read_trajectory_batches, batch_rows)
+        | "PrepareSplits"
+        >> beam.ParDo(PrepareSplit(cfg, inputs.eval_turns, work)).with_outputs(
+            "kept", "runs", "stats", main="fingerprints"
+        )
     )
-    filtered = batches | "Filter" >> beam.ParDo(FilterBatch(cfg)).with_outputs(
-        "removed", "stats", main="kept"
-    )
-    kept = filtered.kept
 
     docs = (
         p
         | "KnowledgeFiles" >> beam.Create(sorted(inputs.knowledge_files))
         | "ReadKnowledge" >> beam.FlatMap(read_knowledge_file)
     )
-    fp_traj = kept | "FingerprintTrajectories" >> beam.ParDo(FingerprintBatch(cfg, inputs.eval_turns))
     fp_docs = docs | "FingerprintDocs" >> beam.ParDo(FingerprintDocs(cfg, inputs.eval_turns))
-    fps = (fp_traj, fp_docs) | "AllFingerprints" >> beam.Flatten()
+    fps = (prepared.fingerprints, fp_docs) | "AllFingerprints" >> beam.Flatten()
 
     losers = (
         fps
@@ -539,41 +675,40 @@ def build_pipeline(
     )
     group_pool = (
         fps
-        | "ByGroup" >> beam.Map(lambda f: (f.group, f))
-        | "GroupGroups" >> beam.GroupByKey()
-        | "GroupPool" >> beam.Map(decide_group_pool, cfg)
+        | "GroupKinds" >> beam.Map(lambda f: (f.group, f.kind))
+        | "CountKinds" >> beam.CombinePerKey(CountKinds())
+        | "GroupPool" >> beam.Map(group_pool_from_kinds, cfg)
     )
 
-    doc_batches = docs | "DocBatches" >> beam.BatchElements(min_batch_size=64, max_batch_size=256)
     side = dict(
         clusters=beam.pvalue.AsSingleton(clusters),
         losers_list=beam.pvalue.AsList(losers),
         contaminated_list=beam.pvalue.AsList(contaminated),
         group_pool=beam.pvalue.AsDict(group_pool),
     )
-    routed_traj = kept | "RouteTrajectories" >> beam.ParDo(RouteBatch(cfg, shards), **side).with_outputs(
-        "removed", "stats", main="tables"
+    doc_batches = docs | "DocBatches" >> beam.BatchElements(min_batch_size=64, max_batch_size=256)
+    to_route = (
+        prepared.kept | "ReshuffleKept" >> beam.Reshuffle(),
+        doc_batches,
+    ) | "KeptAndDocs" >> beam.Flatten()
+    routed = to_route | "RoutePools" >> beam.ParDo(RoutePools(cfg, shards, work), **side).with_outputs(
+        "stats", main="runs"
     )
-    routed_docs = doc_batches | "RouteDocs" >> beam.ParDo(RouteBatch(cfg, shards), **side).with_outputs(
-        "removed", "stats", main="tables"
-    )
-
-    removed = (
-        (filtered.removed, routed_traj.removed, routed_docs.removed)
-        | "AllRemoved" >> beam.Flatten()
-        | "RemovedTables"
-        >> beam.Map(lambda r: ((REMOVED, 0), pa.Table.from_pylist([r], schema=QUARANTINE_SCHEMA)))
-    )
-    tables = (routed_traj.tables, routed_docs.tables, removed) | "AllTables" >> beam.Flatten()
-    written = tables | "GroupShards" >> beam.GroupByKey() | "WriteParts" >> beam.FlatMap(write_part, out)
-    stats = (filtered.stats, routed_traj.stats, routed_docs.stats, written) | "AllStats" >> beam.Flatten()
+    runs = (prepared.runs, routed.runs) | "AllRuns" >> beam.Flatten()
+    written = runs | "GroupParts" >> beam.GroupByKey() | "WriteParts" >> beam.FlatMap(write_part, out)
     knowledge_in = docs | "KnowledgeIn" >> beam.Map(lambda _: ("knowledge_in", 1))
     (
-        ((stats, knowledge_in) | "StatsAndDocs" >> beam.Flatten())
+        (prepared.stats, routed.stats, written, knowledge_in)
+        | "AllStats" >> beam.Flatten()
         | "SumStats" >> beam.CombinePerKey(sum)
         | "StatsDict" >> combiners.ToDict()
         | "WriteStats" >> beam.Map(write_stats, out)
     )
+
+
+def _row_groups(path: str) -> list[int]:
+    meta = _read_parquet(path).metadata
+    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
 
 
 def resolve_inputs(
@@ -583,7 +718,7 @@ def resolve_inputs(
     from schemas.shards import shard_files
 
     files: list[str] = []
-    total = 0
+    row_groups: dict[str, list[int]] = {}
     for item in inputs:
         if "://" in item:
             matched = [
@@ -593,13 +728,14 @@ def resolve_inputs(
             matched = [str(f) for f in shard_files(item)]
         for f in matched:
             files.append(f)
-            total += _read_parquet(f).metadata.num_rows
+            row_groups[f] = _row_groups(f)
+    total = sum(sum(row_groups[f]) for f in files)
     know: list[str] = []
     for item in knowledge:
         path = Path(item)
         know.extend(sorted(str(p) for p in path.rglob("*") if p.is_file()) if path.is_dir() else [item])
     eval_turns = read_eval_turns(evals, cfg)
-    return BuildInputs(files, know, eval_turns, total)
+    return BuildInputs(files, know, eval_turns, total, row_groups)
 
 
 def run_build(inputs: BuildInputs, out: str, cfg: PoolsConfig, beam_args: list[str]) -> None:
@@ -609,6 +745,10 @@ def run_build(inputs: BuildInputs, out: str, cfg: PoolsConfig, beam_args: list[s
     with beam.Pipeline(options=options) as p:
         build_pipeline(p, inputs, out, cfg)
     write_eval_turns(inputs.eval_turns, out)
+    for name in SPILL_DIRS:
+        spill = _join(out, WORK_DIR, name)
+        if FileSystems.exists(spill):
+            FileSystems.delete([spill])
 
 
 def write_eval_turns(eval_turns: list[tuple[str, int, list[int]]], out: str) -> None:
@@ -618,7 +758,5 @@ def write_eval_turns(eval_turns: list[tuple[str, int, list[int]]], out: str) -> 
         [{"eval_id": e, "turn_index": t, "signature": s} for e, t, s in sorted(eval_turns)],
         schema=EVAL_TURNS_SCHEMA,
     )
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
     with FileSystems.create(_join(folder, "eval_turns.parquet")) as fh:
-        fh.write(sink.getvalue())
+        pq.write_table(table, fh, compression="zstd")

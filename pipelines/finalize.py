@@ -1,8 +1,9 @@
 """After the Beam job: per-pool manifests and dataset cards, trainer exports, and OUT/manifest.json.
 
-Trainer formats are rendered here from the pool Parquet rows, part by part (bounded memory):
-verl (RL and SFT parquet), chat-message JSONL (LLaMA-Factory / OpenRLHF SFT), CPT text JSONL with
-loss spans, and AgentWorldBench JSONL for the eval pool.
+Trainer formats are rendered from the pool Parquet rows, part by part (bounded memory): verl RL
+parquet, chat-message JSONL (LLaMA-Factory / OpenRLHF SFT) and CPT text JSONL with loss spans are
+written by the Beam job next to each part (pipelines.exports); AgentWorldBench JSONL for the eval
+pool is streamed here.
 """
 
 from __future__ import annotations
@@ -12,55 +13,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.build import ASSIGNMENTS, REMOVED, WORK_DIR
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
+from pipelines.exports import export_path
 from schemas.shards import atomic_write_bytes, atomic_write_json, read_manifest, sha256_file
 from schemas.trajectory import SCHEMA_VERSION, Trajectory
 from worldline.agentworldbench import export_agentworldbench
-
-VERL_SCHEMA = pa.schema(
-    [
-        pa.field("data_source", pa.string(), False),
-        pa.field(
-            "prompt",
-            pa.list_(
-                pa.field(
-                    "item",
-                    pa.struct(
-                        [pa.field("role", pa.string(), False), pa.field("content", pa.string(), False)]
-                    ),
-                    nullable=False,
-                )
-            ),
-            False,
-        ),
-        pa.field("ability", pa.string(), False),
-        pa.field(
-            "reward_model",
-            pa.struct([pa.field("style", pa.string(), False), pa.field("ground_truth", pa.string(), False)]),
-            False,
-        ),
-        pa.field(
-            "extra_info",
-            pa.struct(
-                [
-                    pa.field("trajectory_id", pa.string(), False),
-                    pa.field("source_id", pa.string(), False),
-                    pa.field("domain", pa.string(), False),
-                    pa.field("turn_index", pa.int32(), False),
-                    pa.field("template_version", pa.int32(), False),
-                    pa.field("verifier", pa.string(), False),
-                    pa.field("reward_spec", pa.string(), False),
-                    pa.field("index", pa.int64(), False),
-                ]
-            ),
-            False,
-        ),
-    ]
-)
 
 
 def pool_parts(out: Path, name: str) -> list[Path]:
@@ -151,87 +111,24 @@ def write_card(
     atomic_write_bytes(out / pool / "README.md", "\n".join(lines).encode())
 
 
-def export_verl(out: Path) -> list[str]:
-    """RL rows as verl's RLHF dataset parquet: data_source, prompt, ability, reward_model, extra_info."""
-    written = []
-    for f in pool_parts(out, "rl"):
-        rows = []
-        for i, r in enumerate(pq.read_table(f).to_pylist()):
-            rows.append(
-                {
-                    "data_source": f"worldline/{r['domain']}",
-                    "prompt": r["messages"],
-                    "ability": f"world_model/{r['domain']}",
-                    "reward_model": {
-                        "style": "rule" if r["verifier"] != "none" else "model",
-                        "ground_truth": r["ground_truth"],
-                    },
-                    "extra_info": {
-                        "trajectory_id": r["trajectory_id"],
-                        "source_id": r["source_id"],
-                        "domain": r["domain"],
-                        "turn_index": r["turn_index"],
-                        "template_version": r["template_version"],
-                        "verifier": r["verifier"],
-                        "reward_spec": r["reward_spec"],
-                        "index": i,
-                    },
-                }
-            )
-        target = out / "exports" / "verl" / f"rl-{f.stem}.parquet"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        pq.write_table(pa.Table.from_pylist(rows, schema=VERL_SCHEMA), tmp, compression="zstd")
-        tmp.replace(target)
-        written.append(str(target.relative_to(out)))
-    return written
-
-
-def _jsonl_export(out: Path, pool: str, folder: str, render: Any) -> list[str]:
+def exports_of(out: Path, pool: str) -> list[str]:
+    """The trainer exports the Beam job wrote next to each part of `pool` (see pipelines.exports)."""
     written = []
     for f in pool_parts(out, pool):
-        lines = [json.dumps(render(r), ensure_ascii=False) for r in pq.read_table(f).to_pylist()]
-        target = out / "exports" / folder / f"{f.stem}.jsonl"
-        atomic_write_bytes(target, ("\n".join(lines) + ("\n" if lines else "")).encode())
-        written.append(str(target.relative_to(out)))
+        target = export_path(str(out), pool, f.stem)
+        if target is not None and Path(target).exists():
+            written.append(str(Path(target).relative_to(out)))
     return written
-
-
-def export_chat(out: Path) -> list[str]:
-    """SFT rows as chat-message JSONL (LLaMA-Factory `sharegpt`-style with OpenAI roles, OpenRLHF)."""
-    return _jsonl_export(
-        out,
-        "sft",
-        "sft_messages",
-        lambda r: {
-            "messages": r["messages"],
-            "trajectory_id": r["trajectory_id"],
-            "turn_index": r["turn_index"],
-            "template_version": r["template_version"],
-            "domain": r["domain"],
-        },
-    )
-
-
-def export_cpt_text(out: Path) -> list[str]:
-    """CPT rows as text with loss spans [start, end, share] (character offsets)."""
-    return _jsonl_export(
-        out,
-        "cpt",
-        "cpt_text",
-        lambda r: {
-            "text": r["text"],
-            "loss_spans": [[s["start"], s["end"], s["share"]] for s in r["loss_spans"]],
-            "trajectory_id": r["trajectory_id"],
-            "domain": r["domain"],
-        },
-    )
 
 
 def export_eval(out: Path, cfg: PoolsConfig) -> list[str]:
-    trajs = [
-        Trajectory.from_record(r) for f in pool_parts(out, EVAL_POOL) for r in pq.read_table(f).to_pylist()
-    ]
+    # Streamed part by part, batch by batch: the eval pool is never held in memory as a whole.
+    trajs = (
+        Trajectory.from_record(r)
+        for f in pool_parts(out, EVAL_POOL)
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=256)
+        for r in batch.to_pylist()
+    )
     report = export_agentworldbench(
         trajs, out / "exports" / "agentworldbench", turns="paper", seed=cfg.eval_export.seed
     )
@@ -270,9 +167,9 @@ def finalize(
         write_card(out, pool, summary, stats, cfg, lineage)
         pools[pool] = {**summary, "files": files}
     exports = {
-        "verl": export_verl(out),
-        "sft_messages": export_chat(out),
-        "cpt_text": export_cpt_text(out),
+        "verl": exports_of(out, "rl"),
+        "sft_messages": exports_of(out, "sft"),
+        "cpt_text": exports_of(out, "cpt"),
         "agentworldbench": export_eval(out, cfg),
     }
     removed_reasons: Counter[str] = Counter()
