@@ -24,7 +24,8 @@ app = typer.Typer(
 console = Console()
 
 FolderOption = Annotated[
-    Path | None, typer.Option("--set", help=f"Template set folder (default: ${TEMPLATES_ENV} or the seed set).")
+    Path | None,
+    typer.Option("--set", help=f"Template set folder (default: ${TEMPLATES_ENV} or the seed set)."),
 ]
 
 
