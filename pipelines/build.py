@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
@@ -36,7 +37,6 @@ from pipelines.inputs import KnowledgeDoc, read_eval_turns, read_knowledge_file
 from pipelines.minhash import (
     NearDuplicateIndex,
     band_keys,
-    estimated_jaccard,
     exact_key,
     lsh_bands,
     normalise,
@@ -340,20 +340,38 @@ def rank_key(fp: Fingerprint, cfg: PoolsConfig) -> tuple[int, int, int, str]:
     return (p, -fp.num_turns, stable_hash("dedup", cfg.dedup.seed, fp.id), fp.id)
 
 
-def bucket_edges(element: tuple[str, Iterable[Fingerprint]], cfg: PoolsConfig) -> Iterator[tuple[Any, ...]]:
+BandMember = tuple[tuple[int, int, int, str], str, str, bytes]
+"""What a band bucket needs of a record: (rank key, id, exact key, signature as little-endian uint64s).
+
+Compact on purpose: every record is shuffled once per LSH band."""
+
+
+def band_member(fp: Fingerprint, cfg: PoolsConfig) -> BandMember:
+    return (rank_key(fp, cfg), fp.id, fp.exact, np.asarray(fp.signature, dtype="<u8").tobytes())
+
+
+def band_entries(fp: Fingerprint, cfg: PoolsConfig, bands: int, rows: int) -> list[tuple[str, BandMember]]:
+    member = band_member(fp, cfg)
+    return [(k, member) for k in band_keys(fp.signature, bands, rows)]
+
+
+def _signature_agreement(a: bytes, b: bytes) -> float:
+    """estimated_jaccard of two packed signatures (the same count over the same length)."""
+    x, y = np.frombuffer(a, dtype="<u8"), np.frombuffer(b, dtype="<u8")
+    return int(np.count_nonzero(x == y)) / len(x) if len(x) else 0.0
+
+
+def bucket_edges(element: tuple[str, Iterable[BandMember]], cfg: PoolsConfig) -> Iterator[tuple[Any, ...]]:
     """Star edges from a band bucket's best-ranked member to every verified near-duplicate in it."""
     _, members = element
-    unique = {fp.id: fp for fp in members}
+    unique = {m[1]: m for m in members}
     if len(unique) < 2:
         return
-    ordered = sorted(unique.values(), key=lambda f: rank_key(f, cfg))
-    head = ordered[0]
-    for other in ordered[1:]:
-        if (
-            head.exact == other.exact
-            or estimated_jaccard(head.signature, other.signature) >= cfg.dedup.threshold
-        ):
-            yield (head.id, other.id, rank_key(head, cfg), rank_key(other, cfg), head.exact, other.exact)
+    ordered = sorted(unique.values(), key=lambda m: m[0])
+    head_rank, head_id, head_exact, head_sig = ordered[0]
+    for rank, rid, exact, sig in ordered[1:]:
+        if head_exact == exact or _signature_agreement(head_sig, sig) >= cfg.dedup.threshold:
+            yield (head_id, rid, head_rank, rank, head_exact, exact)
 
 
 class ClusterEdges(beam.CombineFn):
@@ -663,7 +681,7 @@ def build_pipeline(
     bands, rows = lsh_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
     clusters = (
         fps
-        | "BandKeys" >> beam.FlatMap(lambda f: [(k, f) for k in band_keys(f.signature, bands, rows)])
+        | "BandKeys" >> beam.FlatMap(band_entries, cfg, bands, rows)
         | "GroupBands" >> beam.GroupByKey()
         | "VerifiedEdges" >> beam.FlatMap(bucket_edges, cfg)
         | "Clusters" >> beam.CombineGlobally(ClusterEdges())

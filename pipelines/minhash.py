@@ -37,7 +37,7 @@ def shingles(normalised: str, width: int) -> list[str]:
     words = normalised.split()
     if len(words) <= width:
         return [" ".join(words)]
-    return [" ".join(words[i : i + width]) for i in range(len(words) - width + 1)]
+    return list(map(" ".join, zip(*(words[k:] for k in range(width)), strict=False)))
 
 
 def exact_key(normalised: str) -> str:

@@ -229,18 +229,23 @@ def sft_rows(
     """
     cap = cfg.sft.max_tokens
     blocks = [turn_block(i + 1, traj, i) for i in range(len(traj.turns))]
-    block_tokens = (
-        counter.count_many(blocks) if hasattr(counter, "count_many") else [counter.count(b) for b in blocks]
-    )
+    # One count per text, sequentially: the tokenizers' batch calls start a thread pool per call,
+    # which costs more than it saves on a trajectory's handful of turns (benchmarks/pools_bench.py).
+    block_tokens = [counter.count(b) for b in blocks]
     values = system_values(traj)
+    systems: dict[int, tuple[str, int]] = {}  # template version -> (system prompt, its tokens)
     rows = []
     for t in range(1, len(traj.turns) + 1):
         version = sft_template_version(cfg, traj.id, t)
-        system = templates.get(version).render(values)
+        if version not in systems:
+            rendered = templates.get(version).render(values)
+            systems[version] = (rendered, counter.count(rendered))
+        system, system_tokens = systems[version]
         turn = traj.turns[t - 1]
         current = action_block(t, traj, t - 1)
         target = target_text(turn.observation.text, cfg)
-        fixed = counter.count(system) + counter.count(current) + counter.count(target)
+        target_tokens = counter.count(target)
+        fixed = system_tokens + counter.count(current) + target_tokens
         history_tokens = sum(block_tokens[: t - 1])
         before = fixed + history_tokens
         dropped = 0
@@ -250,12 +255,13 @@ def sft_rows(
         note = f"[turns 1..{dropped} omitted]\n\n" if dropped else ""
         user = note + "".join(blocks[dropped : t - 1]) + current
         target_truncated = False
-        total = counter.count(system) + counter.count(user) + counter.count(target)
+        user_tokens = counter.count(user)
+        total = system_tokens + user_tokens + target_tokens
         if total > cap:
-            budget = max(0, cap - (total - counter.count(target)))
+            budget = max(0, cap - (total - target_tokens))
             target = counter.decode(counter.encode(target)[:budget])
             target_truncated = True
-            total = counter.count(system) + counter.count(user) + counter.count(target)
+            total = system_tokens + user_tokens + counter.count(target)
         rows.append(
             {
                 **_common(traj, lineage, f"sft:{traj.id}:{t}", version),

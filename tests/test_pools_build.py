@@ -9,6 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pipelines.build import resolve_inputs, run_build
@@ -260,3 +262,35 @@ def test_rule_verifier_only_for_deterministic_content() -> None:
     t.turns[0].observation.text += " at 12:30:01"
     assert rule_verifier(t, 1) == "none"  # runtime metadata: judged for plausibility only
     assert rule_verifier(web("w", "g", SourceKind.INHOUSE, 2), 1) == "none"
+
+
+@given(
+    st.lists(st.lists(st.integers(1, 700), min_size=1, max_size=4), min_size=1, max_size=4),
+    st.integers(1, 300),
+)
+def test_read_splits_cover_every_row_once(files: list[list[int]], split_rows: int) -> None:
+    from pipelines.build import plan_splits
+
+    splits = plan_splits([(f"f{i}", groups) for i, groups in enumerate(files)], split_rows)
+    assert [s.index for s in splits] == list(range(len(splits)))
+    assert all(0 < s.length <= split_rows for s in splits)
+    for i, groups in enumerate(files):
+        for rg, n in enumerate(groups):
+            ranges = sorted((s.offset, s.length) for s in splits if s.path == f"f{i}" and s.row_group == rg)
+            covered = [r for off, length in ranges for r in range(off, off + length)]
+            assert covered == list(range(n))
+
+
+def test_intermediate_files_are_removed_and_exports_mirror_parts(built) -> None:  # type: ignore[no-untyped-def]
+    out, m = built
+    assert not (out / "_build" / "kept").exists() and not (out / "_build" / "runs").exists()
+    for pool, folder in (("rl", "verl"), ("sft", "sft_messages"), ("cpt", "cpt_text")):
+        parts = sorted((out / pool).glob("part-*.parquet"))
+        assert len(m["exports"][folder]) == len(parts) > 0
+        rows_in_exports = sum(
+            pq.read_metadata(out / f).num_rows
+            if f.endswith(".parquet")
+            else len((out / f).read_text().splitlines())
+            for f in m["exports"][folder]
+        )
+        assert rows_in_exports == sum(pq.read_metadata(p).num_rows for p in parts)
