@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.fakellm import FakeLLMServer, FakeReply, FakeToolCall
@@ -669,6 +669,7 @@ def test_last_prediction_block_is_recovered(reasoning: str, earlier: str, observ
 
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), JSON_VALUES, min_size=1, max_size=5))
+@example({"": None, "```": None})  # a fence inside a JSON string must not cut the block short
 def test_fenced_json_round_trips(value: dict[str, Any]) -> None:
     text = f"<think>thinking</think>Here is my verdict:\n```json\n{json.dumps(value)}\n```\n"
     assert parse_json_lenient(text) == value

@@ -117,6 +117,10 @@ def parse_json_lenient(text: str) -> Any | None:
                 return json.loads(candidate)
             except ValueError:
                 continue
+        # A fence inside a JSON string cuts the fenced block short: take the last complete JSON container.
+        embedded = _last_json_container(answer)
+        if embedded is not None:
+            return embedded
         # A valid JSON document whose strings quote a think tag (the split above cut it): take it whole.
         for candidate in _json_candidates(text.strip()):
             if _THINK_OPEN.search(candidate) or _THINK_CLOSE.search(candidate):
@@ -134,6 +138,26 @@ def parse_json_lenient(text: str) -> Any | None:
         return None
     except (RecursionError, ValueError, TypeError, IndexError, KeyError, AttributeError):
         return None
+
+
+def _last_json_container(text: str) -> dict[str, Any] | list[Any] | None:
+    """The last JSON object or array that decodes strictly somewhere inside `text`, scanning left to right."""
+    decoder = json.JSONDecoder()
+    found: dict[str, Any] | list[Any] | None = None
+    pos = 0
+    while True:
+        starts = [i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0]
+        if not starts:
+            return found
+        start = min(starts)
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            pos = start + 1
+            continue
+        if isinstance(value, dict | list):
+            found = value
+        pos = max(end, start + 1)
 
 
 def _json_candidates(text: str) -> list[str]:
