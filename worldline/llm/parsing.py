@@ -117,10 +117,6 @@ def parse_json_lenient(text: str) -> Any | None:
                 return json.loads(candidate)
             except ValueError:
                 continue
-        # A fence inside a JSON string cuts the fenced block short: take the last complete JSON container.
-        embedded = _last_json_container(answer)
-        if embedded is not None:
-            return embedded
         # A valid JSON document whose strings quote a think tag (the split above cut it): take it whole.
         for candidate in _json_candidates(text.strip()):
             if _THINK_OPEN.search(candidate) or _THINK_CLOSE.search(candidate):
@@ -128,6 +124,10 @@ def parse_json_lenient(text: str) -> Any | None:
                     return json.loads(candidate)
                 except ValueError:
                     continue
+        # A fence inside a JSON string cuts the fenced block short: take the last complete JSON container.
+        embedded = _last_json_container(answer)
+        if embedded:
+            return embedded
         for candidate in answer_candidates:
             start = _first_container_start(candidate)
             if start is None:
