@@ -2,10 +2,11 @@
 
 Generates terminal recordings (typed commands, colours, progress bars) and JSON agent logs, then, in
 one run: the baseline (json.loads every line, strip ANSI with a regex) and `worldline clean`'s graph
-over the same files, at 1x and 10x the input size. Each measurement runs in a fresh child process so
-its peak RSS is its own. Prints MB/s, records/s, the ratio to the baseline and peak memory.
+over the same files, at 1x and 10x the input size, in one process and with `--workers N`. Each
+measurement runs in a fresh child process so its peak RSS is its own. Prints MB/s, records/s, the
+ratio to the baseline, peak memory, and the memory the imports alone take (a constant).
 
-    .venv/bin/python benchmarks/clean_bench.py --mb 30 --factor 10
+    .venv/bin/python benchmarks/clean_bench.py --mb 30 --factor 10 --workers 2
 """
 
 from __future__ import annotations
@@ -120,32 +121,56 @@ def child_baseline(inputs: Path) -> dict[str, float]:
     return {"seconds": time.perf_counter() - start, "bytes": size, "records": records}
 
 
-def child_ours(inputs: Path, out: Path) -> dict[str, float]:
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child_ours(inputs: Path, out: Path, workers: int) -> dict[str, float]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from curation_agents.model import CleanConfig
     from curation_agents.runner import CleanRun
 
+    import_rss = _rss_mb()  # modules (pyarrow, pandas, polars, langgraph): a constant, whatever the input
     size = sum(p.stat().st_size for p in inputs.iterdir())
     start = time.perf_counter()
     summary = CleanRun(
-        [str(inputs)], out, CleanConfig(), workers=1, checkpoint="never", flush_every=2000
+        [str(inputs)], out, CleanConfig(), workers=workers, checkpoint="never", flush_every=2000
     ).run()
     return {
         "seconds": time.perf_counter() - start,
         "bytes": size,
         "records": summary["records_in"],
         "accepted": summary["accepted"],
+        "import_rss_mb": import_rss,
+        # Worker processes (workers > 1) each hold their own copy of the imports.
+        "peak_rss_workers_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 
 
-def measure(kind: str, inputs: Path, out: Path) -> dict[str, float]:
+def measure(kind: str, inputs: Path, out: Path, workers: int = 1) -> dict[str, float]:
     result = subprocess.run(
-        [sys.executable, __file__, "--child", kind, "--inputs", str(inputs), "--out", str(out)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            "--inputs",
+            str(inputs),
+            "--out",
+            str(out),
+            "--workers",
+            str(workers),
+        ],
         capture_output=True,
         text=True,
         check=True,
     )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    measured: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])
+    return measured
 
 
 def main() -> None:
@@ -157,36 +182,55 @@ def main() -> None:
     parser.add_argument("--child", choices=["baseline", "ours"])
     parser.add_argument("--inputs", type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--workers", type=int, default=2, help="also measure `--workers N` (N > 1) next to one process"
+    )
     args = parser.parse_args()
     if args.child:
-        res = child_baseline(args.inputs) if args.child == "baseline" else child_ours(args.inputs, args.out)
+        res = (
+            child_baseline(args.inputs)
+            if args.child == "baseline"
+            else child_ours(args.inputs, args.out, args.workers)
+        )
         res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps(res))
         return
     work = Path(tempfile.mkdtemp(prefix="clean-bench-"))
     try:
+        worker_counts = [1] + ([args.workers] if args.workers > 1 else [])
         rows = []
         for scale in (1, args.factor):
             inputs = work / f"in-{scale}x"
             generate(inputs, args.mb * scale)
             base = measure("baseline", inputs, work / "unused")
-            ours = measure("ours", inputs, work / f"out-{scale}x")
-            rows.append((scale, base, ours))
+            for workers in worker_counts:
+                out = work / f"out-{scale}x-{workers}w"
+                rows.append((scale, workers, base, measure("ours", inputs, out, workers)))
+                shutil.rmtree(out)
             shutil.rmtree(inputs)
         print(
-            f"{'scale':>5} {'MB':>8} {'records':>8} | {'baseline MB/s':>13} {'rec/s':>9} | "
-            f"{'ours MB/s':>9} {'rec/s':>9} {'ours/base':>9} | {'peak RSS base':>13} {'peak RSS ours':>13}"
+            f"{'scale':>5} {'MB':>7} {'records':>7} | {'baseline MB/s':>13} {'rec/s':>6} | "
+            f"{'ours':>7} {'MB/s':>6} {'rec/s':>6} {'ours/base':>9} | {'peak RSS base':>13} "
+            f"{'ours':>7} {'(imports)':>9} {'workers':>7}"
         )
-        for scale, base, ours in rows:
+        for scale, workers, base, ours in rows:
             mb = ours["bytes"] / 1e6
             print(
-                f"{scale:>4}x {mb:>8.1f} {ours['records']:>8.0f} | {mb / base['seconds']:>13.1f} "
-                f"{base['records'] / base['seconds']:>9.0f} | {mb / ours['seconds']:>9.2f} "
-                f"{ours['records'] / ours['seconds']:>9.0f} {base['seconds'] / ours['seconds']:>9.3f} | "
-                f"{base['peak_rss_mb']:>10.0f} MB {ours['peak_rss_mb']:>10.0f} MB"
+                f"{scale:>4}x {mb:>7.1f} {ours['records']:>7.0f} | {mb / base['seconds']:>13.1f} "
+                f"{base['records'] / base['seconds']:>6.0f} | {workers:>2} proc {mb / ours['seconds']:>6.2f} "
+                f"{ours['records'] / ours['seconds']:>6.0f} {base['seconds'] / ours['seconds']:>9.3f} | "
+                f"{base['peak_rss_mb']:>10.0f} MB {ours['peak_rss_mb']:>4.0f} MB {ours['import_rss_mb']:>6.0f} MB "
+                + (f"{ours['peak_rss_workers_mb']:>4.0f} MB" if workers > 1 else f"{'-':>7}")
             )
-        growth = rows[-1][2]["peak_rss_mb"] / rows[0][2]["peak_rss_mb"]
-        print(f"peak memory of ours grows {growth:.2f}x while the input grows {args.factor}x")
+        for workers in worker_counts:
+            small, large = (r[3] for r in rows if r[1] == workers)
+            growth = large["peak_rss_mb"] / small["peak_rss_mb"]
+            working_small = small["peak_rss_mb"] - small["import_rss_mb"]
+            working_large = large["peak_rss_mb"] - large["import_rss_mb"]
+            print(
+                f"{workers} process(es): peak memory grows {growth:.2f}x while the input grows "
+                f"{args.factor}x (above the imports: {working_small:.0f} MB -> {working_large:.0f} MB)"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -52,13 +52,58 @@ _HINT = re.compile(
 )
 
 
+# Stricter pre-checks in front of that one, exact because each is a necessary condition for a match of
+# `_COMBINED` (text it rules out would come back unchanged anyway): no pattern matches fewer than
+# _SHORTEST_MATCH characters, and on ASCII text every pattern needs one of these lower-cased literals, or
+# an "@" with a "." after it (emails) or "://" (credentials in URLs). Non-ASCII text skips the literal
+# check: case-insensitive matching also folds characters such as U+212A (Kelvin) into "k".
+_SHORTEST_MATCH = 6
+_ASCII_NEEDLES = (
+    "-----begin",
+    "akia",
+    "asia",
+    "agpa",
+    "aida",
+    "aroa",
+    "gh",
+    "github_pat_",
+    "sk-",
+    "aiza",
+    "xox",
+    "glpat-",
+    "hf_",
+    "eyj",
+    "authorization",
+    "pass",
+    "pwd",
+    "token",
+    "secret",
+    "key",
+    "mysql",
+)
+
+_ASCII_NEEDLE = re.compile("|".join(re.escape(needle) for needle in _ASCII_NEEDLES))
+
+
+def may_contain_secret(text: str) -> bool:
+    """False only when no redaction pattern can match TEXT; a fast filter in front of the regexes."""
+    if len(text) < _SHORTEST_MATCH:
+        return False
+    if not text.isascii():
+        return True
+    at = text.find("@")
+    if at >= 0 and (text.find(".", at) >= 0 or "://" in text):
+        return True
+    return _ASCII_NEEDLE.search(text.lower()) is not None
+
+
 def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
 def redact(text: str, counts: Counter[str] | None = None) -> str:
     """`text` with secrets and emails replaced by markers; `counts` (if given) gains one per match."""
-    if not text or _HINT.search(text) is None:
+    if not may_contain_secret(text) or _HINT.search(text) is None:
         return text
 
     def substitute(m: re.Match[str]) -> str:

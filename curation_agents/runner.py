@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.graph import build_graph
 from curation_agents.model import CleanConfig, CleanState, RecordRef
 from curation_agents.reader import RawRecord, discover, iter_records
@@ -36,6 +37,7 @@ QUARANTINE_DIR = "quarantine"
 QUARANTINE_PARTS = "parts"
 CHECKPOINT_DB = ".clean-checkpoints.sqlite"
 ACCEPTED_ROW_GROUP = 128
+PROGRESS_INTERVAL_S = 0.2
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -99,13 +101,24 @@ class GraphRunner:
             self.conn = sqlite3.connect(str(checkpoint_path), check_same_thread=False)
             self.saver = SqliteSaver(self.conn)
         self.graph = build_graph(config, curator=curator, checkpointer=self.saver)
+        # Without checkpoints, the same graph runs through the direct executor (Pregel's per-step
+        # machinery costs more than the deterministic stages); with them, Pregel persists every step.
+        # A graph the direct executor cannot reproduce exactly still runs, through Pregel.
+        self.direct: DirectGraphExecutor | None = None
+        if self.saver is None:
+            try:
+                self.direct = DirectGraphExecutor(self.graph)
+            except UnsupportedGraph:
+                self.direct = None
         self.finished_threads: list[str] = []
 
     def run(self, raw: RawRecord, ref: RecordRef) -> Outcome:
         state: CleanState = {"record": ref, "payload": raw.payload, "quarantine": [], "failed": False}
         if raw.failure is not None:
             state["preflight"] = {"reason": raw.failure.reason.value, "detail": raw.failure.detail}
-        if self.saver is None:
+        if self.direct is not None:
+            final = self.direct.invoke(dict(state))
+        elif self.saver is None:
             final = self.graph.invoke(state)
         else:
             thread = checkpoint_thread_id(ref["key"])
@@ -219,6 +232,7 @@ class CleanRun:
         self.on_progress = on_progress
         self.stats = RunStats()
         self.seen: set[str] = set()
+        self._last_progress = 0.0
 
     # outputs ------------------------------------------------------------------------------------
     def _open_writers(self) -> None:
@@ -320,8 +334,13 @@ class CleanRun:
         else:
             self.stats.processed += 1
 
-    def _progress(self) -> None:
-        if self.on_progress is not None:
+    def _progress(self, *, force: bool = False) -> None:
+        # At most a few updates a second: a progress callback per record costs more than some records.
+        if self.on_progress is None:
+            return
+        now = time.monotonic()
+        if force or now - self._last_progress >= PROGRESS_INTERVAL_S:
+            self._last_progress = now
             self.on_progress(self.stats.files, self.total_files, self.stats.records_in)
 
     def _run_inline(self, files: list[tuple[Path, str]], done: set[str]) -> None:
@@ -338,7 +357,7 @@ class CleanRun:
                             self._flush(runner)
                     self._progress()
                 self.stats.files += 1
-                self._progress()
+                self._progress(force=True)
             self._flush(runner)
         finally:
             runner.close()
@@ -386,7 +405,7 @@ class CleanRun:
                             self._flush(None)
                     else:
                         self.stats.files += 1
-                    self._progress()
+                    self._progress(force=kind == "file_done")
         finally:
             for p in procs:
                 p.join(timeout=10)

@@ -22,6 +22,7 @@ _TOKEN = re.compile(
     r"|\x1b[\x20-\x7e]?"
     r"|(?P<ctrl>[\x00-\x1f\x7f\x9b])"
 )
+_LEAVE_ALT_SCREEN = re.compile(r"\x1b\[\?(?:[0-9;]*;)?(?:47|1047|1049)(?:;[0-9;]*)?l")
 _ALT_SCREEN_MODES = frozenset({"47", "1047", "1049"})
 _MAX_COL = 1 << 16  # cursor moves beyond this are noise; clamp so one sequence cannot allocate gigabytes
 _TAB = 8
@@ -79,32 +80,40 @@ class TerminalScreen:
     def feed(self, data: str) -> None:
         pos = 0
         while pos < len(data):
-            if self._alt is not None:
-                pos = self._feed_alt(data, pos)
-                continue
-            m = _TOKEN.match(data, pos)
-            if m is None:  # a lone unmatched char; skip it rather than loop
-                pos += 1
-                continue
-            pos = m.end()
-            text = m.group("text")
-            if text is not None:
-                self._write(text)
-                continue
-            final = m.group("csi_final")
-            if final is not None:
-                self._csi(m.group("csi_params") or "", final)
-                continue
-            ctrl = m.group("ctrl")
-            if ctrl is not None:
-                self._control(ctrl)
+            pos = self._feed_alt(data, pos) if self._alt is not None else self._feed_main(data, pos)
+
+    def _feed_main(self, data: str, pos: int) -> int:
+        """Apply tokens from POS until the data ends or a full-screen program starts; return where it stopped.
+
+        Every character starts some token (text, an escape, or a control character), so scanning
+        with finditer visits the same tokens as matching at each position in turn.
+        """
+        for m in _TOKEN.finditer(data, pos):
+            # lastgroup names the token kind: text, csi_final (a CSI sequence), ctrl, or None for
+            # sequences that draw nothing (OSC, DCS, charset selection, other escapes).
+            kind = m.lastgroup
+            if kind == "text":
+                self._write(m.group("text"))
+            elif kind == "ctrl":
+                ctrl = m.group("ctrl")
+                if ctrl == "\r":
+                    self.col = 0
+                else:
+                    self._control(ctrl)
+            elif kind == "csi_final":
+                self._csi(m.group("csi_params"), m.group("csi_final"))
+                if self._alt is not None:
+                    return m.end()
+        return len(data)
 
     def _write(self, text: str) -> None:
-        line = self.rows[self.row]
-        if len(line) < self.col:
-            line = line + " " * (self.col - len(line))
-        self.rows[self.row] = line[: self.col] + text + line[self.col + len(text) :]
-        self.col += len(text)
+        rows, row, col = self.rows, self.row, self.col
+        line = rows[row]
+        if col >= len(line):  # appending, the common case
+            rows[row] = (line + " " * (col - len(line)) + text) if col > len(line) else line + text
+        else:
+            rows[row] = line[:col] + text + line[col + len(text) :]
+        self.col = col + len(text)
 
     def _control(self, ch: str) -> None:
         if ch == "\r":
@@ -198,8 +207,7 @@ class TerminalScreen:
 
     def _feed_alt(self, data: str, pos: int) -> int:
         assert self._alt is not None and self._alt_stream is not None
-        leave = re.compile(r"\x1b\[\?(?:[0-9;]*;)?(?:47|1047|1049)(?:;[0-9;]*)?l")
-        m = leave.search(data, pos)
+        m = _LEAVE_ALT_SCREEN.search(data, pos)
         end = m.start() if m else len(data)
         self._alt_stream.feed(data[pos:end])
         if m is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from curation_agents.formats import Format
@@ -13,6 +14,29 @@ from curation_agents.formats.common import as_dict, open_binary
 from curation_agents.model import Limits, ParsedRecord, Reason, StageFailure
 
 _EVENT_CODES = frozenset({"o", "i", "r", "m", "x"})
+# The C scanner json.loads uses underneath: (value, end index), StopIteration when no value starts there.
+_SCAN_JSON: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def loads_event_line(line: bytes) -> Any:
+    """`json.loads(line)` for one recording line, without its per-call wrapper costs.
+
+    Recordings hold hundreds of thousands of tiny event lines, where json.loads spends more time
+    detecting the encoding and checking for trailing data than parsing. This does the same steps with
+    the same C scanner: UTF-8 (what detect_encoding answers for a line starting with "[" and no NUL in
+    its first bytes), then one value, then nothing but JSON whitespace. Anything else goes to json.loads.
+    """
+    if line[:1] != b"[" or b"\x00" in line[:4]:
+        return json.loads(line)
+    text = line.decode("utf-8", "surrogatepass")
+    try:
+        value, end = _SCAN_JSON(text, 0)
+    except StopIteration:
+        return json.loads(line)  # raises the same JSONDecodeError json.loads would
+    if _JSON_WHITESPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
+        return json.loads(line)
+    return value
 
 
 def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
@@ -45,7 +69,7 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
             if not stripped or stripped.startswith(b"#"):
                 continue
             try:
-                event = json.loads(stripped)
+                event = loads_event_line(stripped)
             except (ValueError, RecursionError):
                 # A torn last line (recording killed mid-write) is common; anything else is noise we skip.
                 continue

@@ -1,0 +1,284 @@
+"""The cleaner's fast paths agree with the slow definitions they stand in for: the direct graph executor
+with LangGraph's Pregel loop, the redaction pre-check with the redaction regexes, the recording-line
+decoder with json.loads, and chunked terminal rendering with one-shot rendering."""
+
+from __future__ import annotations
+
+import copy
+import json
+import operator
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langgraph.graph import END, START, StateGraph
+
+from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
+from curation_agents.formats.terminal import loads_event_line
+from curation_agents.graph import build_graph
+from curation_agents.model import CleanConfig
+from curation_agents.reader import discover, iter_records
+from curation_agents.redact import _COMBINED, may_contain_secret, redact
+from curation_agents.runner import CleanRun, GraphRunner, record_ref
+from curation_agents.terminal_screen import TerminalScreen
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _initial_states(config: CleanConfig) -> list[dict[str, Any]]:
+    states = []
+    for path, dataset_path in discover([str(FIXTURES)]):
+        for raw in iter_records(path, config.limits):
+            state: dict[str, Any] = {
+                "record": record_ref(raw, path, dataset_path),
+                "payload": raw.payload,
+                "quarantine": [],
+                "failed": False,
+            }
+            if raw.failure is not None:
+                state["preflight"] = {"reason": raw.failure.reason.value, "detail": raw.failure.detail}
+            states.append(state)
+    return states
+
+
+# -- the direct executor -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_episode_turns", [200, 3])
+def test_direct_executor_ends_in_the_same_state_as_langgraph_on_every_fixture(max_episode_turns: int) -> None:
+    config = CleanConfig(licence="MIT", max_episode_turns=max_episode_turns)
+    graph = build_graph(config)
+    direct = DirectGraphExecutor(graph)
+    states = _initial_states(config)
+    assert len(states) >= 10
+    outcomes = set()
+    for state in states:
+        expected = graph.invoke(copy.deepcopy(state))
+        assert direct.invoke(copy.deepcopy(state)) == expected, state["record"]["key"]
+        outcomes.add(bool(expected.get("accepted")))
+    assert outcomes == {True, False}  # both branches of every conditional edge were walked
+
+
+def test_runner_uses_the_direct_executor_only_without_checkpoints(tmp_path: Path) -> None:
+    assert GraphRunner(CleanConfig(), None).direct is not None
+    checkpointed = GraphRunner(CleanConfig(), tmp_path / "ck.sqlite")
+    try:
+        assert checkpointed.direct is None
+    finally:
+        checkpointed.close()
+
+
+class _Summed(TypedDict, total=False):
+    total: Annotated[int, operator.add]
+
+
+class _Plain(TypedDict, total=False):
+    value: int
+    other: int
+
+
+def _compiled(schema: type, wire: Any) -> Any:
+    graph = StateGraph(schema)
+    wire(graph)
+    return graph.compile()
+
+
+def test_direct_executor_refuses_graphs_it_would_run_differently() -> None:
+    def reducer(g: Any) -> None:
+        g.add_node("a", lambda s: {"total": 1})
+        g.add_edge(START, "a")
+        g.add_edge("a", END)
+
+    def fan_out(g: Any) -> None:
+        g.add_node("a", lambda s: {"value": 1})
+        g.add_node("b", lambda s: {"value": 2})
+        g.add_node("c", lambda s: {"other": 3})
+        g.add_edge(START, "a")
+        g.add_edge("a", "b")
+        g.add_edge("a", "c")
+
+    with pytest.raises(UnsupportedGraph, match="reducer"):
+        DirectGraphExecutor(_compiled(_Summed, reducer))
+    with pytest.raises(UnsupportedGraph, match="fans out"):
+        DirectGraphExecutor(_compiled(_Plain, fan_out))
+
+
+def test_direct_executor_follows_conditional_edges_and_rejects_foreign_keys() -> None:
+    def wire(g: Any) -> None:
+        g.add_node("double", lambda s: {"value": s["value"] * 2})
+        g.add_node("mark", lambda s: {"other": 1})
+        g.add_edge(START, "double")
+        g.add_conditional_edges(
+            "double", lambda s: "big" if s["value"] > 10 else "small", {"big": "mark", "small": END}
+        )
+        g.add_edge("mark", END)
+
+    compiled = _compiled(_Plain, wire)
+    direct = DirectGraphExecutor(compiled)
+    for value in (1, 6):
+        assert direct.invoke({"value": value}) == compiled.invoke({"value": value})
+
+    def foreign(g: Any) -> None:
+        g.add_node("a", lambda s: {"nope": 1})
+        g.add_edge(START, "a")
+
+    with pytest.raises(UnsupportedGraph, match="outside the state"):
+        DirectGraphExecutor(_compiled(_Plain, foreign)).invoke({"value": 1})
+
+
+# -- redaction pre-check ------------------------------------------------------------------------------
+
+_FRAGMENTS = [
+    "@",
+    ".",
+    "://",
+    ":",
+    "a@b.io",
+    "user@",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "AKIA",
+    "ASIA",
+    "ghp_",
+    "github_pat_",
+    "sk-",
+    "AIza",
+    "xoxb-",
+    "glpat-",
+    "hf_",
+    "eyJ",
+    "Authorization: Bearer ",
+    "--password=",
+    "-p",
+    "PASSWORD=",
+    "TOKEN:",
+    "api_key",
+    "sshpass -p ",
+    "mysql -u root -p",
+    "\u212aey=",  # Kelvin sign: folds to "k" under case-insensitive matching
+    "pa\u017fs",  # long s: folds to "s"
+    "0123456789abcdefghij",
+    "ABCDEFGHIJKLMNOP",
+    " ",
+    "\n",
+    "=",
+]
+_secretish_text = st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=6), max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_secretish_text)
+def test_redaction_precheck_never_hides_a_match(text: str) -> None:
+    if not may_contain_secret(text):
+        assert _COMBINED.search(text) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(_secretish_text)
+def test_redaction_with_precheck_equals_redaction_without_it(text: str) -> None:
+    counts: Counter[str] = Counter()
+    result = redact(text, counts)
+    reference_counts: Counter[str] = Counter()
+    with mock.patch("curation_agents.redact.may_contain_secret", return_value=True):
+        reference = redact(text, reference_counts)
+    assert (result, counts) == (reference, reference_counts)
+
+
+# -- recording lines ---------------------------------------------------------------------------------
+
+
+def _outcome(fn: Any, data: bytes) -> tuple[str, Any]:
+    try:
+        return "value", fn(data)
+    except RecursionError:
+        return "too_deep", None
+    except ValueError as exc:
+        return type(exc).__name__, None
+
+
+_event_lines = st.one_of(
+    st.builds(
+        lambda t, code, text: json.dumps([t, code, text], ensure_ascii=bool(len(text) % 2)).encode(),
+        st.floats(allow_nan=False) | st.integers(),
+        st.sampled_from(["o", "i", "r", "m", "x", "q"]),
+        st.text(max_size=30),
+    ),
+    st.binary(max_size=40).map(lambda b: b"[" + b),
+    st.binary(max_size=40),
+    st.sampled_from([b"[1, 2] x", b"[01]", b"[NaN]", b"[1e999]", b"[\x00\x00", b"[" * 3000 + b"]" * 3000]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_event_lines)
+def test_recording_line_decoder_matches_json_loads(line: bytes) -> None:
+    stripped = line.strip()  # the recording parser strips each line before decoding it
+    assert repr(_outcome(loads_event_line, stripped)) == repr(_outcome(json.loads, stripped))
+
+
+# -- chunked rendering -------------------------------------------------------------------------------
+
+_terminal_text = st.lists(
+    st.sampled_from(
+        [
+            "ab",
+            "c",
+            "\r",
+            "\n",
+            "\r\n",
+            "\b",
+            "\t",
+            "\x1b[2K",
+            "\x1b[3D",
+            "\x1b[31m",
+            "\x1b[0m",
+            "\x1b[2J",
+            "\x1b[5;3H",
+            "\x1b]0;title\x07",
+            "\x1b[?1049h",
+            "\x1b[?1049l",
+            "\x1b",
+            "[",
+            "x\x1b[1@y",
+            "\x1b[A",
+        ]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_terminal_text, st.integers(min_value=1, max_value=7))
+def test_rendering_does_not_depend_on_how_output_is_chunked(data: str, step: int) -> None:
+    whole = TerminalScreen(40, 10)
+    whole.feed(data)
+    chunked = TerminalScreen(40, 10)
+    # Split only where no escape sequence can be cut in half: between two of the plain letters.
+    pieces, start = [], 0
+    for i in range(step, len(data), step):
+        if data[i - 1] in "abcxy" and data[i] in "abcxy":
+            pieces.append(data[start:i])
+            start = i
+    pieces.append(data[start:])
+    for piece in pieces:
+        chunked.feed(piece)
+    assert (chunked.take_all(), chunked.in_fullscreen) == (whole.take_all(), whole.in_fullscreen)
+
+
+# -- progress ----------------------------------------------------------------------------------------
+
+
+def test_progress_reports_every_finished_file_and_the_final_count(tmp_path: Path) -> None:
+    calls: list[tuple[int, int, int]] = []
+    summary = CleanRun(
+        [str(FIXTURES)],
+        tmp_path / "out",
+        CleanConfig(licence="MIT"),
+        on_progress=lambda files, total, records: calls.append((files, total, records)),
+    ).run()
+    files = summary["files"]
+    assert {c[0] for c in calls} >= set(range(1, files + 1))  # every finished file is reported
+    assert calls[-1] == (files, files, summary["records_in"])
