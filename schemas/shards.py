@@ -15,12 +15,15 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    # pyarrow.dataset pulls in pandas (~50 MB, ~0.2 s); import it only where a dataset is built.
+    import pyarrow.dataset as pads
 
 from schemas.trajectory import (
     SCHEMA_MAJOR,
@@ -371,6 +374,8 @@ def iter_trajectories(path: str | Path, *, batch_size: int = 256) -> Iterator[Tr
 
 def arrow_dataset(path: str | Path) -> pads.Dataset:
     """A pyarrow dataset over the parts with the explicit schema (never inferred)."""
+    import pyarrow.dataset as pads
+
     files = shard_files(path)
     for f in files:
         check_file_schema(f)
@@ -400,6 +405,8 @@ def open_dataset(path: str | Path) -> pl.LazyFrame:
 
 def get_trajectory(path: str | Path, trajectory_id: str) -> Trajectory:
     """One trajectory by id, read with a pushed-down filter; KeyError if absent."""
+    import pyarrow.dataset as pads
+
     table = arrow_dataset(path).to_table(filter=pads.field("id") == trajectory_id)
     if table.num_rows == 0:
         raise KeyError(f"no trajectory with id {trajectory_id!r} in {path}")
