@@ -16,7 +16,9 @@ from typing import Any
 
 from docker import DockerClient
 
-from collectors.sandbox import Sandbox, SandboxError, SandboxLimits
+from collectors.recording import AsciicastWriter
+from collectors.sandbox import WORK_DIR, Sandbox, SandboxError, SandboxLimits
+from collectors.shell import PersistentShell
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation
 
 
@@ -165,6 +167,40 @@ class Environment(ABC):
                     f"{result.output.strip()[-500:]}"
                 )
         return sandbox
+
+
+class ShellEnvironment(Environment):
+    """An environment driven through one persistent PTY shell, recorded as an asciicast when asked."""
+
+    screen_cols = 160
+    screen_rows = 40
+
+    def __init__(self, options: EnvironmentOptions) -> None:
+        super().__init__(options)
+        self.shell: PersistentShell | None = None
+        self.recorder: AsciicastWriter | None = None
+
+    def _start_shell(self, sandbox: Sandbox, task: Task, workdir: str = WORK_DIR) -> str:
+        """Open the shell (and its recording when the runner asked for one); returns the first prompt."""
+        if self.options.cast_path is not None:
+            self.recorder = AsciicastWriter(
+                self.options.cast_path, cols=self.screen_cols, rows=self.screen_rows, title=task.id
+            )
+            self.casts.append(self.options.cast_path)
+        self.shell = PersistentShell(
+            sandbox, cols=self.screen_cols, rows=self.screen_rows, recorder=self.recorder, workdir=workdir
+        )
+        return self.shell.start()
+
+    def close(self) -> None:
+        if self.shell is not None:
+            self.shell.close()
+            self.shell = None
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        if self.sandbox is not None:
+            self.sandbox.close()
 
 
 def out_of_action_space(action: Action, space: ActionSpace) -> StepResult:

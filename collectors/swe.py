@@ -12,8 +12,8 @@ from typing import Any
 
 from collectors.engine import DEBIAN_IMAGE
 from collectors.environment import (
-    Environment,
     ResetResult,
+    ShellEnvironment,
     StepResult,
     Task,
     out_of_action_space,
@@ -21,13 +21,10 @@ from collectors.environment import (
     record_initial_state,
     tool_call_action,
 )
-from collectors.recording import AsciicastWriter
 from collectors.sandbox import WORK_DIR, SandboxError
-from collectors.shell import PersistentShell
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
 
 REPO_DIR = f"{WORK_DIR}/repo"
-COLS, ROWS = 160, 40
 READ_DEFAULT_LIMIT = 2000
 # The helper's request travels base64-encoded in argv; beyond this it is staged as a file instead.
 _ARGV_LIMIT = 60_000
@@ -130,7 +127,7 @@ done(f"Error: unknown operation {req['op']}", True)
 """
 
 
-class SWEEnvironment(Environment):
+class SWEEnvironment(ShellEnvironment):
     """A repository at /work/repo; Read/Edit through an in-sandbox helper, Bash in a persistent shell."""
 
     domain = Domain.SWE
@@ -138,8 +135,6 @@ class SWEEnvironment(Environment):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.shell: PersistentShell | None = None
-        self.recorder: AsciicastWriter | None = None
         self.space = ActionSpace(description="Tools for working on a git repository.", tools=TOOLS)
 
     def action_space(self, task: Task) -> ActionSpace:
@@ -178,11 +173,7 @@ class SWEEnvironment(Environment):
                 f"task {task.id}: creating the git repository failed: {init.output.strip()[-500:]}"
             )
         initial_state = record_initial_state(sandbox, REPO_DIR)
-        if self.options.cast_path is not None:
-            self.recorder = AsciicastWriter(self.options.cast_path, cols=COLS, rows=ROWS, title=task.id)
-            self.casts.append(self.options.cast_path)
-        self.shell = PersistentShell(sandbox, cols=COLS, rows=ROWS, recorder=self.recorder, workdir=REPO_DIR)
-        self.shell.start()
+        self._start_shell(sandbox, task, workdir=REPO_DIR)
         status = sandbox.exec("git log --oneline -n 5 && git status --short", workdir=REPO_DIR)
         return ResetResult(
             observation=Observation(text=status.output.rstrip("\n")),
@@ -257,16 +248,6 @@ class SWEEnvironment(Environment):
                 "error": True,
             }
         return reply
-
-    def close(self) -> None:
-        if self.shell is not None:
-            self.shell.close()
-            self.shell = None
-        if self.recorder is not None:
-            self.recorder.close()
-            self.recorder = None
-        if self.sandbox is not None:
-            self.sandbox.close()
 
 
 def command_output(terminal_text: str, command: str) -> str:

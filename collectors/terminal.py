@@ -11,20 +11,18 @@ from typing import Any
 
 from collectors.engine import DEBIAN_IMAGE
 from collectors.environment import (
-    Environment,
     ResetResult,
+    ShellEnvironment,
     StepResult,
     Task,
     out_of_action_space,
     parse_tool_call,
     record_initial_state,
 )
-from collectors.recording import AsciicastWriter
 from collectors.sandbox import WORK_DIR, SandboxError
-from collectors.shell import PersistentShell, ShellOutput
+from collectors.shell import ShellOutput
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
 
-COLS, ROWS = 160, 40
 DEFAULT_KEY_DURATION_S = 1.0
 
 ACTION_SPACE = ActionSpace(
@@ -84,16 +82,11 @@ def normalise_keystrokes(value: Any) -> list[dict[str, Any]]:
     return out
 
 
-class TerminalEnvironment(Environment):
+class TerminalEnvironment(ShellEnvironment):
     """One persistent PTY shell per trajectory inside a fresh container."""
 
     domain = Domain.TERMINAL
     default_image = DEBIAN_IMAGE
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.shell: PersistentShell | None = None
-        self.recorder: AsciicastWriter | None = None
 
     def action_space(self, task: Task) -> ActionSpace:
         return ACTION_SPACE
@@ -102,11 +95,7 @@ class TerminalEnvironment(Environment):
         self.task = task
         sandbox = self._start_sandbox(task)
         initial_state = record_initial_state(sandbox, WORK_DIR)
-        if self.options.cast_path is not None:
-            self.recorder = AsciicastWriter(self.options.cast_path, cols=COLS, rows=ROWS, title=task.id)
-            self.casts.append(self.options.cast_path)
-        self.shell = PersistentShell(sandbox, cols=COLS, rows=ROWS, recorder=self.recorder)
-        prompt = self.shell.start()
+        prompt = self._start_shell(sandbox, task)
         return ResetResult(
             observation=Observation(text=prompt, format=ObservationFormat.TERMINAL),
             initial_state=initial_state,
@@ -161,16 +150,6 @@ class TerminalEnvironment(Environment):
             exit_code=output.exit_code,
             info=output.info(),
         )
-
-    def close(self) -> None:
-        if self.shell is not None:
-            self.shell.close()
-            self.shell = None
-        if self.recorder is not None:
-            self.recorder.close()
-            self.recorder = None
-        if self.sandbox is not None:
-            self.sandbox.close()
 
 
 ENVIRONMENT = TerminalEnvironment
