@@ -7,10 +7,10 @@ is marked `align_unsure` and the LLM aligner decides if an endpoint is configure
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from curation_agents.formats import TERMINAL_FORMATS, Format
+from curation_agents.formats.common import source_time
 from curation_agents.model import CleanConfig, ParsedRecord, RawTurn, Reason, RecordRef, StageFailure
 from schemas import (
     Action,
@@ -114,16 +114,6 @@ def check_tools(domain: Domain, space: ActionSpace, turns: list[RawTurn], declar
             )
 
 
-def _when(value: str | None) -> datetime | None:
-    """An ISO time from a source log, or None when it is missing or not a time."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _turn(raw: RawTurn) -> Turn:
     return Turn(
         action=Action(
@@ -136,7 +126,7 @@ def _turn(raw: RawTurn) -> Turn:
             format=ObservationFormat(raw.get("observation_format") or "text"),
             is_error=raw.get("is_error"),
         ),
-        started_at=_when(raw.get("started_at")),
+        started_at=source_time(raw.get("started_at")),
         duration_s=raw.get("duration_s"),
         exit_code=raw.get("exit_code"),
         state_changed=raw.get("metadata", {}).get("state_changed"),
@@ -186,7 +176,7 @@ def align_episode(
             name=config.source_name,
             uri=record["key"],
             licence=config.licence,
-            collected_at=_when(parsed.get("collected_at")),
+            collected_at=source_time(parsed.get("collected_at")),
             agent=parsed.get("agent"),
             model=parsed.get("model"),
         ),

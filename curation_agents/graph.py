@@ -161,32 +161,17 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
 
     def align(state: CleanState) -> dict[str, Any]:
         episodes = state["episodes"]
+        redactions = state.get("redactions", 0)
         trajectories = []
         for index, turns in enumerate(episodes):
-            traj = align_episode(
-                state["parsed"],
-                turns,
-                index,
-                len(episodes),
-                state["record"],
-                config,
-                state.get("redactions", 0),
-            )
+            episode = (state["parsed"], turns, index, len(episodes), state["record"], config, redactions)
+            traj = align_episode(*episode)
             traj.metadata["redaction_kinds"] = state.get("redaction_kinds", {})
             if curator is not None and traj.metadata.get("align_unsure"):
                 domain, note = curator.classify_domain(traj)
                 traj.metadata["llm_align"] = note
                 if domain is not None:
-                    traj = align_episode(
-                        state["parsed"],
-                        turns,
-                        index,
-                        len(episodes),
-                        state["record"],
-                        config,
-                        state.get("redactions", 0),
-                        domain_override=domain.value,
-                    )
+                    traj = align_episode(*episode, domain_override=domain.value)
                     traj.metadata.update(llm_align=note, redaction_kinds=state.get("redaction_kinds", {}))
             trajectories.append(traj.to_json())
         return {"trajectories": trajectories, "episodes": [], "parsed": {}}

@@ -14,6 +14,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from curation_agents.formats.common import source_time
 from curation_agents.formats.common import turn as make_turn
 from curation_agents.model import CleanConfig, ParsedRecord, RawTurn
 from curation_agents.redact import marker
@@ -239,7 +240,7 @@ def split_episodes(turns: list[RawTurn], config: CleanConfig) -> list[list[RawTu
     episodes: list[list[RawTurn]] = [[]]
     last_end: datetime | None = None
     for t in turns:
-        started = _parse_time(t.get("started_at"))
+        started = source_time(t.get("started_at"))
         gap = (started - last_end).total_seconds() if started and last_end else 0.0
         if episodes[-1] and (len(episodes[-1]) >= config.max_episode_turns or gap > config.episode_gap_s):
             episodes.append([])
@@ -247,15 +248,6 @@ def split_episodes(turns: list[RawTurn], config: CleanConfig) -> list[list[RawTu
         if started is not None:
             last_end = started + timedelta(seconds=t.get("duration_s") or 0.0)
     return [e for e in episodes if e]
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def segment_record(parsed: ParsedRecord, config: CleanConfig, counts: Counter[str]) -> list[list[RawTurn]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 from curation_agents.model import RawTurn, Reason, StageFailure
@@ -108,6 +109,16 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, str) and re.fullmatch(r"-?\d{1,9}", value.strip()):
         return int(value.strip())
     return None
+
+
+def source_time(value: str | None) -> datetime | None:
+    """An ISO time from a source log, or None when it is missing or not a time."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def as_str(value: Any) -> str | None:
