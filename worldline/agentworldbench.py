@@ -160,7 +160,9 @@ class SampleError(ValueError):
         }
 
 
-class _FieldError(ValueError):
+class SampleFieldError(ValueError):
+    """One field of a decoded sample is missing or wrong; `reason` is the quarantine reason code."""
+
     def __init__(self, field_name: str, reason: str, message: str) -> None:
         self.field = field_name
         self.reason = reason
@@ -190,7 +192,7 @@ class AgentWorldBenchSample:
     @property
     def domain_name(self) -> str:
         """The domain the `task` field names (its last path segment)."""
-        return self.task.rsplit("/", 1)[-1]
+        return domain_name_of(self.task)
 
     @property
     def ground_truth(self) -> str:
@@ -215,30 +217,30 @@ class AgentWorldBenchSample:
 
     @classmethod
     def from_json(cls, obj: Any) -> AgentWorldBenchSample:
-        """Validate one decoded line; raises `_FieldError` naming the field and the fix."""
+        """Validate one decoded line; raises `SampleFieldError` naming the field and the fix."""
         if not isinstance(obj, dict):
-            raise _FieldError(
+            raise SampleFieldError(
                 "<line>", "not_an_object", f"a sample is a JSON object, got {type(obj).__name__}"
             )
         for name in REQUIRED_FIELDS:
             if name not in obj:
-                raise _FieldError(name, "missing_field", "required field is missing")
+                raise SampleFieldError(name, "missing_field", "required field is missing")
         task = _expect_str(obj, "task")
         if not task.strip():
-            raise _FieldError("task", "invalid_value", "must name the domain, e.g. 'terminal'")
+            raise SampleFieldError("task", "invalid_value", "must name the domain, e.g. 'terminal'")
         sample_id = obj["id"]
         if isinstance(sample_id, bool) or not isinstance(sample_id, int | str):
-            raise _FieldError(
+            raise SampleFieldError(
                 "id", "wrong_type", f"must be an integer or a string, got {_type_name(sample_id)}"
             )
         if isinstance(sample_id, str) and not sample_id:
-            raise _FieldError("id", "invalid_value", "must not be empty")
+            raise SampleFieldError("id", "invalid_value", "must not be empty")
         turn_idx = _expect_int(obj, "turn_idx")
         total = _expect_int(obj, "total_turns")
         if total < 1:
-            raise _FieldError("total_turns", "invalid_value", f"must be >= 1, got {total}")
+            raise SampleFieldError("total_turns", "invalid_value", f"must be >= 1, got {total}")
         if not 1 <= turn_idx <= total:
-            raise _FieldError(
+            raise SampleFieldError(
                 "turn_idx", "invalid_value", f"must be in 1..total_turns ({total}), got {turn_idx}"
             )
         system_str = _expect_str(obj, "system_str")
@@ -246,13 +248,13 @@ class AgentWorldBenchSample:
         prompts = _expect_str_list(obj, "prompt")
         responses = _expect_str_list(obj, "response")
         if len(prompts) != len(responses):
-            raise _FieldError(
+            raise SampleFieldError(
                 "response",
                 "list_length_mismatch",
                 f"has {len(responses)} item(s) but prompt has {len(prompts)}; they pair up one per turn",
             )
         if not turn_idx <= len(prompts) <= total:
-            raise _FieldError(
+            raise SampleFieldError(
                 "prompt",
                 "list_length_mismatch",
                 f"has {len(prompts)} turn(s); it must hold at least turn_idx ({turn_idx}) and at most "
@@ -270,14 +272,14 @@ def _type_name(value: Any) -> str:
 def _expect_str(obj: dict[str, Any], name: str) -> str:
     value = obj[name]
     if not isinstance(value, str):
-        raise _FieldError(name, "wrong_type", f"must be a string, got {_type_name(value)}")
+        raise SampleFieldError(name, "wrong_type", f"must be a string, got {_type_name(value)}")
     return value
 
 
 def _expect_int(obj: dict[str, Any], name: str) -> int:
     value = obj[name]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _FieldError(name, "wrong_type", f"must be an integer, got {_type_name(value)}")
+        raise SampleFieldError(name, "wrong_type", f"must be an integer, got {_type_name(value)}")
     return value
 
 
@@ -286,10 +288,10 @@ def _expect_str_list(obj: dict[str, Any], name: str) -> list[str]:
     if isinstance(value, str):
         return [value]
     if not isinstance(value, list):
-        raise _FieldError(name, "wrong_type", f"must be a list of strings, got {_type_name(value)}")
+        raise SampleFieldError(name, "wrong_type", f"must be a list of strings, got {_type_name(value)}")
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise _FieldError(f"{name}[{i}]", "wrong_type", f"must be a string, got {_type_name(item)}")
+            raise SampleFieldError(f"{name}[{i}]", "wrong_type", f"must be a string, got {_type_name(item)}")
     return value
 
 
@@ -339,7 +341,7 @@ def iter_sample_lines(path: str | Path) -> Iterator[tuple[int, AgentWorldBenchSa
                 continue
             try:
                 yield lineno, AgentWorldBenchSample.from_json(obj)
-            except _FieldError as exc:
+            except SampleFieldError as exc:
                 yield lineno, SampleError(p, lineno, exc.field, exc.reason, str(exc))
 
 
@@ -401,7 +403,7 @@ def domain_of(sample: AgentWorldBenchSample, path: str | Path | None = None) -> 
         if stem in Domain._value2member_map_:
             return Domain(stem)
     known = ", ".join(d.value for d in Domain)
-    raise _FieldError("task", "unknown_domain", f"{sample.task!r} is not a domain ({known})")
+    raise SampleFieldError("task", "unknown_domain", f"{sample.task!r} is not a domain ({known})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -821,6 +823,7 @@ def trajectory_to_samples(
 
 
 def domain_name_of(task: str) -> str:
+    """The domain a `task` field names: its last path segment (`group/mcp` names mcp)."""
     return task.rsplit("/", 1)[-1]
 
 
@@ -1002,7 +1005,7 @@ def import_agentworldbench(
                     continue
                 try:
                     dom = domain_of(item, path)
-                except _FieldError as exc:
+                except SampleFieldError as exc:
                     reject(SampleError(path, lineno, exc.field, exc.reason, str(exc)))
                     continue
                 hashes, system = _turn_hashes(item), _digest(item.system_str)

@@ -1,19 +1,23 @@
-"""AgentWorldBench JSONL samples: one line per (trajectory, turn) with the full history up to it."""
+"""AgentWorldBench JSONL samples: one line per (trajectory, turn) with the full history up to it.
+
+A sample is read exactly as `worldline import agentworldbench` reads it (validation, domain, action
+prompts, observations, system-prompt parts, action kinds); this module only adds the cleaner's
+per-line rule: the last turn's line carries the trajectory, earlier lines are superseded prefixes.
+"""
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from curation_agents.formats import Format
-from curation_agents.formats.common import as_int, as_list, as_str, content_text, turn
+from curation_agents.formats.common import turn
 from curation_agents.model import ParsedRecord, Reason, StageFailure
-
-_ACTION = re.compile(r"\*\*Action:\*\*\s*(.*)", re.DOTALL)
-_OBSERVATION = re.compile(r"^\s*\*\*Environment Observation:\*\*\s*", re.DOTALL)
-_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```\s*$", re.DOTALL)
-_DOMAIN_WORDS = ("mcp", "search", "terminal", "swe", "android", "web", "os")
+from worldline.agentworldbench import (
+    AgentWorldBenchSample,
+    SampleFieldError,
+    domain_of,
+    sample_to_trajectory,
+)
 
 KEYS = frozenset({"system_str", "prompt", "response", "turn_idx"})
 
@@ -22,51 +26,46 @@ def looks_like(obj: Any) -> bool:
     return isinstance(obj, dict) and KEYS <= obj.keys()
 
 
-def _action_text(prompt: str) -> str:
-    m = _ACTION.search(prompt)
-    text = m.group(1).strip() if m else prompt.strip()
-    fence = _FENCE.match(text)
-    return fence.group(1).strip() if fence else text
-
-
 def parse(obj: dict[str, Any]) -> ParsedRecord:
-    prompts = as_list(obj.get("prompt"))
-    responses = as_list(obj.get("response"))
-    turn_idx = as_int(obj.get("turn_idx")) or len(prompts)
-    total = as_int(obj.get("total_turns")) or turn_idx
-    if turn_idx < total:
+    try:
+        sample = AgentWorldBenchSample.from_json(obj)
+        domain = domain_of(sample)
+    except SampleFieldError as exc:
+        raise StageFailure(Reason.PARSE_ERROR, f"field {exc.field!r} ({exc.reason}): {exc}") from exc
+    if sample.turn_idx < sample.total_turns:
         # Every earlier turn's sample is a prefix of the last one, which carries the whole trajectory.
         raise StageFailure(
-            Reason.SUPERSEDED_PREFIX, f"turn {turn_idx} of {total}: the turn-{total} sample holds it"
+            Reason.SUPERSEDED_PREFIX,
+            f"turn {sample.turn_idx} of {sample.total_turns}: the turn-{sample.total_turns} sample holds it",
         )
-    task_field = str(obj.get("task") or "").lower()
-    domain = next((d for d in _DOMAIN_WORDS if task_field == d or task_field.startswith(d + "_")), None)
-    action_kind = {"terminal": "keystrokes", "web": "gui", "android": "gui", "os": "code"}.get(
-        domain or "", "tool_call"
-    )
-    turns = []
-    for index, prompt in enumerate(prompts):
-        action = _action_text(content_text(prompt))
-        observation = content_text(responses[index]) if index < len(responses) else ""
-        observation = _OBSERVATION.sub("", observation, count=1)
-        tool_name = None
-        if action_kind == "tool_call":
-            try:
-                call = json.loads(action)
-            except (ValueError, RecursionError):
-                call = None
-            if isinstance(call, dict):
-                tool_name = as_str(call.get("name")) or as_str(call.get("tool"))
-        turns.append(turn(action, action_kind, observation, tool_name=tool_name))
+    traj = sample_to_trajectory(sample, domain=domain)
+    # Turn metadata (current state, verbatim source text) is left out: denoise does not redact it.
+    turns = [
+        turn(
+            t.action.text,
+            t.action.kind.value,
+            t.observation.text,
+            tool_name=t.action.tool_name,
+            observation_format=t.observation.format.value,
+            is_error=t.observation.is_error,
+        )
+        for t in traj.turns
+    ]
+    # Demonstrations and the simulation instruction stay inside `system_prompt`, which denoise
+    # redacts; ParsedRecord has no fields of their own for them.
     return {
         "format": Format.AGENTWORLDBENCH,
-        "domain": domain,
-        "task": as_str(obj.get("current_prompt")) or "",
-        "system_prompt": as_str(obj.get("system_str")),
-        "tools": [],
+        "domain": traj.domain.value,
+        "task": traj.task,
+        "system_prompt": sample.system_str,
+        "tools": [tool.to_json() for tool in traj.action_space.tools],
         "agent": None,
         "model": None,
-        "status": "complete",
+        "status": traj.status.value,
         "turns": turns,
-        "metadata": {"agentworldbench_id": str(obj.get("id")), "agentworldbench_task": str(obj.get("task"))},
+        "metadata": {
+            "agentworldbench_id": str(sample.id),
+            "agentworldbench_task": sample.task,
+            "initial_state": traj.initial_state,
+        },
     }
