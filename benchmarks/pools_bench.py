@@ -1,20 +1,25 @@
 """Pool-build throughput, MinHash speed/agreement and peak memory, each against a baseline in this run.
 
-    .venv/bin/python benchmarks/pools_bench.py [--trajectories 6000] [--turns 10] [--memory-base 300]
+    .venv/bin/python benchmarks/pools_bench.py [--trajectories 12000] [--turns 10] [--repeats 1]
+        [--memory-base 300]
 
-Prints: turns/s of the full Beam build (a whole `worldline pools build` process: start-up, filters,
-dedup, rendering, parts, exports, cards) on 1 and 2 workers next to a single-process pyarrow
-implementation of the same expansion and masking that writes the same pool rows; the fixed cost of a
-build (a 10-trajectory input) so throughput can be read without it; MinHash docs/s of rensa vs
-datasketch's MinHash with their agreement on a labelled near-duplicate set; peak memory of the build
-at 1x and 10x input. The default input is large enough that start-up does not dominate (~3 min on 2 cores).
+Prints: the wall time and turns/s of the full Beam build (a whole `worldline pools build` process:
+start-up, filters, dedup, rendering, parts, exports, cards) on the default in-process runner (1 worker)
+and on the multi-process runner with 1 and with 2 workers, next to a single-process pyarrow
+implementation of the same expansion and masking that writes the same pool rows; the fixed cost of
+each (the same build of a 10-trajectory input) so throughput can also be read without it; MinHash
+docs/s of rensa vs datasketch's MinHash with their agreement on a labelled near-duplicate set; peak
+memory of the build at 1x and 10x input. Every ratio is printed from raw wall-clock times, which are
+printed too. The default input (120,000 turns) keeps start-up from dominating; ~3 min on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -103,10 +108,21 @@ def baseline(shards: Path, cfg: PoolsConfig, out: Path) -> tuple[int, float]:
     return turns, time.perf_counter() - start
 
 
+RUNNERS: dict[str, list[str]] = {
+    "in-process, 1 worker (default runner)": [],
+    "multi-process, 1 worker": ["--direct_num_workers", "1", "--direct_running_mode", "multi_processing"],
+    "multi-process, 2 workers": ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
+}
+"""The runner configurations timed: the default runner, and the multi-process runner at 1 and 2 workers
+(the same runner at two worker counts: the scaling measurement)."""
+
+
 def beam_build(shards: Path, out: Path, args: list[str]) -> float:
     """Wall time of one full `worldline pools build` in a fresh process; returns seconds."""
     cfg_path = out.parent / "bench.yaml"
     cfg_path.write_text(json.dumps(CONFIG))
+    if out.exists():
+        shutil.rmtree(out)
     cmd = [
         sys.executable,
         "-m",
@@ -126,12 +142,34 @@ def beam_build(shards: Path, out: Path, args: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def peak_rss_mib(shards: Path, out: Path) -> float:
-    """Peak RSS of a build process (and its children), measured by the kernel."""
+def background_cpu_busy(seconds: float = 1.0) -> float:
+    """Share of all CPUs busy over `seconds` before a measurement (other work on a shared machine)."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields) - idle, sum(fields)
+
+    try:
+        b0, t0 = sample()
+        time.sleep(seconds)
+        b1, t1 = sample()
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    return (b1 - b0) / max(t1 - t0, 1)
+
+
+def peak_rss_mib(shards: Path, out: Path, trajectories_per_part: int | None = None) -> float:
+    """Peak RSS of a build process (the largest of it and its children), measured by the kernel."""
+    extra: list[str] = []
+    if trajectories_per_part is not None:
+        cfg_path = out.parent / f"memory-{trajectories_per_part}.yaml"
+        cfg_path.write_text(json.dumps({"trajectories_per_shard": trajectories_per_part}))
+        extra = ["--config", str(cfg_path)]
     code = (
         "import resource,subprocess,sys;"
         f"subprocess.run([sys.executable,'-m','worldline','pools','build','--in',{str(shards)!r},"
-        f"'--out',{str(out)!r}],check=True,capture_output=True);"
+        f"'--out',{str(out)!r},*{extra!r}],check=True,capture_output=True);"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
     res = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
@@ -188,35 +226,58 @@ def minhash_bench(n_docs: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--trajectories", type=int, default=6000)
+    ap.add_argument("--trajectories", type=int, default=12000)
     ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=1, help="builds per runner; the best is compared")
     ap.add_argument("--memory-base", type=int, default=300)
     args = ap.parse_args()
     cfg = PoolsConfig.from_dict(CONFIG)
-    multi = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
+    print(
+        f"machine: {os.cpu_count()} CPUs; other work before start: {background_cpu_busy():.0%} of all CPUs busy"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         shards, tiny = root / "shards", root / "tiny"
         write_trajectories(shards, make_trajectories(args.trajectories, args.turns))
         write_trajectories(tiny, make_trajectories(10, args.turns, seed=3))
         turns, t_base = baseline(shards, cfg, root / "base")
-        t1 = beam_build(shards, root / "out1", [])
-        t2 = beam_build(shards, root / "out2", multi)
-        s1 = beam_build(tiny, root / "tiny1", [])
-        s2 = beam_build(tiny, root / "tiny2", multi)
+        full: dict[str, list[float]] = {}
+        fixed: dict[str, list[float]] = {}
+        for name, runner_args in RUNNERS.items():
+            for i in range(args.repeats):
+                full.setdefault(name, []).append(beam_build(shards, root / f"out{i}", runner_args))
+                fixed.setdefault(name, []).append(beam_build(tiny, root / f"tiny{i}", runner_args))
         print(f"input: {args.trajectories} trajectories x {args.turns} turns = {turns} turns")
         print(
-            f"turns/s: pyarrow baseline {turns / t_base:,.0f}  beam 1 worker {turns / t1:,.0f}  "
-            f"beam 2 workers {turns / t2:,.0f}"
+            f"pyarrow baseline (single process, no Beam): {t_base:.1f} s wall, {turns / t_base:,.0f} turns/s"
         )
         print(
-            f"ratios: 1 worker / baseline {t_base / t1:.2f}x (goal >= 0.5x); 2 workers / 1 worker "
-            f"{t1 / t2:.2f}x (goal >= 1.6x); Beam times are whole `pools build` processes"
+            "Beam: whole `worldline pools build` processes (start-up, validate, filter, dedup, decontaminate, "
+            "assign, render, parts, exports, cards); fixed cost = the same build of a 10-trajectory input"
+        )
+        best = {name: min(times) for name, times in full.items()}
+        best_fixed = {name: min(times) for name, times in fixed.items()}
+        for name in RUNNERS:
+            raw = ", ".join(f"{t:.1f}" for t in full[name])
+            raw_fixed = ", ".join(f"{t:.1f}" for t in fixed[name])
+            print(
+                f"  {name:38s} wall {raw} s (best {best[name]:.1f} s) -> {turns / best[name]:,.0f} turns/s;"
+                f" fixed cost {raw_fixed} s"
+            )
+        ip, mp1, mp2 = (best[n] for n in RUNNERS)
+        ip_f, mp1_f, mp2_f = (best_fixed[n] for n in RUNNERS)
+
+        def net(t: float, f: float) -> float:
+            return max(t - f, 1e-9)
+
+        print(f"1 worker (default runner) / baseline: {t_base / ip:.2f}x wall (goal >= 0.5x)")
+        print(
+            f"2 workers / 1 worker, same multi-process runner: {mp1 / mp2:.2f}x wall (goal >= 1.6x); "
+            f"{net(mp1, mp1_f) / net(mp2, mp2_f):.2f}x without the measured fixed cost"
         )
         print(
-            f"fixed cost (a 10-trajectory build): 1 worker {s1:.1f} s, 2 workers {s2:.1f} s; without it: "
-            f"1 worker / baseline {t_base / max(t1 - s1, 1e-9):.2f}x, "
-            f"2 workers / 1 worker {(t1 - s1) / max(t2 - s2, 1e-9):.2f}x"
+            f"2 workers (multi-process) / 1 worker (default in-process runner): {ip / mp2:.2f}x wall; "
+            f"{net(ip, ip_f) / net(mp2, mp2_f):.2f}x without the measured fixed cost"
         )
         minhash_bench(2000)
         small, large = root / "m1", root / "m10"
@@ -224,8 +285,17 @@ def main() -> None:
         write_trajectories(large, make_trajectories(args.memory_base * 10, args.turns, seed=2))
         m1, m10 = peak_rss_mib(small, root / "mo1"), peak_rss_mib(large, root / "mo10")
         print(
-            f"peak RSS: 1x ({args.memory_base} traj) {m1:,.0f} MiB  10x {m10:,.0f} MiB  ratio {m10 / m1:.2f} "
-            "(goal: flat)"
+            f"peak RSS (default runner, default config): 1x ({args.memory_base} traj) {m1:,.0f} MiB  "
+            f"10x {m10:,.0f} MiB  ratio {m10 / m1:.2f} (goal: flat)"
+        )
+        # A part is sorted in memory, so memory grows until parts reach trajectories_per_shard
+        # (2,000 by default) and stays flat after; with parts of the 1x input's size both inputs fill
+        # whole parts, which shows what else grows with the input.
+        p1 = peak_rss_mib(small, root / "mp1", args.memory_base)
+        p10 = peak_rss_mib(large, root / "mp10", args.memory_base)
+        print(
+            f"peak RSS (default runner, trajectories_per_shard {args.memory_base}): 1x {p1:,.0f} MiB  "
+            f"10x {p10:,.0f} MiB  ratio {p10 / p1:.2f}"
         )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,8 @@ KEPT_SCHEMA = pa.schema(
 )
 """A spilled kept batch: the filtered trajectory plus what fingerprinting already computed."""
 SPILL_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+DOC_BATCH = 256
+"""Knowledge documents per rendering element."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,9 +206,14 @@ def turn_texts(traj: Trajectory) -> list[str]:
 class EvalTurnMatcher:
     """Finds the evaluation sample (if any) whose turn a training turn near-duplicates."""
 
-    def __init__(self, cfg: PoolsConfig, eval_turns: list[tuple[str, int, list[int]]]) -> None:
+    def __init__(
+        self,
+        cfg: PoolsConfig,
+        eval_turns: list[tuple[str, int, list[int]]],
+        bands_rows: tuple[int, int] | None = None,
+    ) -> None:
         self.cfg = cfg
-        self.index = NearDuplicateIndex(cfg.decontamination.threshold, cfg.dedup.num_perm)
+        self.index = NearDuplicateIndex(cfg.decontamination.threshold, cfg.dedup.num_perm, bands_rows)
         for eval_id, turn_index, sig in eval_turns:
             self.index.add(f"{eval_id}#{turn_index}", sig)
 
@@ -230,22 +237,68 @@ class EvalTurnMatcher:
         return self.match(turn_texts(traj)) if len(self.index) else ""
 
 
-class PrepareSplit(beam.DoFn):
-    """Reads: one ReadSplit. Validates, filters and fingerprints its rows in one pass.
+class PrepareInput(beam.DoFn):
+    """Reads: one ReadSplit (validated, filtered and fingerprinted in one pass) or one knowledge
+    corpus file (fingerprinted). Every record is fingerprinted here, in one fused stage, and the
+    compact values the global stages shuffle leave this stage directly.
 
-    Writes: Fingerprints (main), the spilled kept rows' file name ("kept"), a run of removed rows
-    ("runs") and stats.
+    Writes, per record: (band key, BandMember) per LSH band (main); "ids": (id, content hash);
+    "kinds": (source group, source kind); "contaminated": (id, evaluation sample id) when it overlaps
+    one. Per input: the spilled kept rows' file name or a batch of documents ("kept"), a run of
+    removed rows ("runs") and stats.
     """
 
     def __init__(self, cfg: PoolsConfig, eval_turns: list[tuple[str, int, list[int]]], work: str) -> None:
         self.cfg = cfg
         self.eval_turns = eval_turns
         self.work = work
+        # Banding parameters are chosen once, in the driver, and travel with the DoFn.
+        self.bands_rows = lsh_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
+        self.eval_bands_rows = lsh_bands(cfg.decontamination.threshold, cfg.dedup.num_perm)
 
     def setup(self) -> None:
-        self.matcher = EvalTurnMatcher(self.cfg, self.eval_turns)
+        self.matcher = EvalTurnMatcher(self.cfg, self.eval_turns, self.eval_bands_rows)
 
-    def process(self, split: ReadSplit) -> Iterator[Any]:
+    def fingerprint_outputs(self, fp: Fingerprint, signature_ref: SignatureRef) -> Iterator[Any]:
+        yield beam.pvalue.TaggedOutput("ids", (fp.id, fp.content))
+        yield beam.pvalue.TaggedOutput("kinds", (fp.group, fp.kind))
+        if fp.contaminated_by:
+            yield beam.pvalue.TaggedOutput("contaminated", (fp.id, fp.contaminated_by))
+        bands, rows = self.bands_rows
+        yield from band_entries(fp, self.cfg, bands, rows, signature_ref)
+
+    def process(self, item: ReadSplit | str) -> Iterator[Any]:
+        if isinstance(item, str):
+            yield from self.prepare_knowledge(item)
+        else:
+            yield from self.prepare_split(item)
+
+    def prepare_knowledge(self, path: str) -> Iterator[Any]:
+        docs = list(read_knowledge_file(path))
+        if not docs:
+            return
+        yield beam.pvalue.TaggedOutput("stats", ("knowledge_in", len(docs)))
+        d = self.cfg.dedup
+        texts = [normalise(doc.text) for doc in docs]
+        sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)
+        for doc, text, sig in zip(docs, texts, sigs, strict=True):
+            fp = Fingerprint(
+                doc.id,
+                content_hash(doc.to_json()),
+                "knowledge",
+                doc.group,
+                "knowledge",
+                1,
+                exact_key(text),
+                tuple(sig),
+                self.matcher.match([text]),
+            )
+            # Documents are not spilled: their signature travels with each band entry.
+            yield from self.fingerprint_outputs(fp, _pack_signature(sig))
+        for start in range(0, len(docs), DOC_BATCH):
+            yield beam.pvalue.TaggedOutput("kept", docs[start : start + DOC_BATCH])
+
+    def prepare_split(self, split: ReadSplit) -> Iterator[Any]:
         table = read_split(split)
         stats: Counter[str] = Counter(records_in=table.num_rows)
         removed: list[dict[str, Any]] = []
@@ -285,11 +338,11 @@ class PrepareSplit(beam.DoFn):
         spilled = spilled.append_column(
             KEPT_SCHEMA.field("_signature"), pa.array(sigs, KEPT_SCHEMA.field("_signature").type)
         )
-        path = _join(self.work, "kept", f"{tag}.arrow")
+        path = kept_path(self.work, split.index)
         _write_ipc(path, spilled.replace_schema_metadata(KEPT_SCHEMA.metadata))
         yield beam.pvalue.TaggedOutput("kept", path)
-        for (traj, _), text, sig, content in zip(kept, texts, sigs, contents, strict=True):
-            yield Fingerprint(
+        for row, ((traj, _), text, sig, content) in enumerate(zip(kept, texts, sigs, contents, strict=True)):
+            fp = Fingerprint(
                 id=traj.id,
                 content=content,
                 kind=traj.source.kind.value,
@@ -300,33 +353,7 @@ class PrepareSplit(beam.DoFn):
                 signature=tuple(sig),
                 contaminated_by=self.matcher.match_trajectory(traj),
             )
-
-
-class FingerprintDocs(beam.DoFn):
-    """Reads: world-knowledge documents. Writes: one Fingerprint per document."""
-
-    def __init__(self, cfg: PoolsConfig, eval_turns: list[tuple[str, int, list[int]]]) -> None:
-        self.cfg = cfg
-        self.eval_turns = eval_turns
-
-    def setup(self) -> None:
-        self.matcher = EvalTurnMatcher(self.cfg, self.eval_turns)
-
-    def process(self, doc: KnowledgeDoc) -> Iterator[Fingerprint]:
-        text = normalise(doc.text)
-        d = self.cfg.dedup
-        sig = signatures([text], num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)[0]
-        yield Fingerprint(
-            doc.id,
-            content_hash(doc.to_json()),
-            "knowledge",
-            doc.group,
-            "knowledge",
-            1,
-            exact_key(text),
-            tuple(sig),
-            self.matcher.match([text]),
-        )
+            yield from self.fingerprint_outputs(fp, (split.index, row))
 
 
 def content_hash(record: dict[str, Any]) -> str:
@@ -340,19 +367,57 @@ def rank_key(fp: Fingerprint, cfg: PoolsConfig) -> tuple[int, int, int, str]:
     return (p, -fp.num_turns, stable_hash("dedup", cfg.dedup.seed, fp.id), fp.id)
 
 
-BandMember = tuple[tuple[int, int, int, str], str, str, bytes]
-"""What a band bucket needs of a record: (rank key, id, exact key, signature as little-endian uint64s).
+SignatureRef = tuple[int, int] | bytes
+"""Where a band bucket finds a record's signature: (read split index, row) in the spilled kept file
+of that split, or the signature itself (little-endian uint64s) for records that are not spilled."""
+BandMember = tuple[tuple[int, int, int, str], str, str, SignatureRef]
+"""What a band bucket needs of a record: (rank key, id, exact key, signature reference).
 
-Compact on purpose: every record is shuffled once per LSH band."""
+Compact on purpose: every record is shuffled once per LSH band, so the 1 KiB signature stays in the
+spilled file and is read back only for the rare buckets with more than one member."""
 
 
-def band_member(fp: Fingerprint, cfg: PoolsConfig) -> BandMember:
-    return (rank_key(fp, cfg), fp.id, fp.exact, np.asarray(fp.signature, dtype="<u8").tobytes())
+def _pack_signature(signature: Iterable[int]) -> bytes:
+    return np.asarray(list(signature), dtype="<u8").tobytes()
 
 
-def band_entries(fp: Fingerprint, cfg: PoolsConfig, bands: int, rows: int) -> list[tuple[str, BandMember]]:
-    member = band_member(fp, cfg)
+def kept_path(work: str, split_index: int) -> str:
+    return _join(work, "kept", f"split-{split_index:06d}.arrow")
+
+
+def band_member(fp: Fingerprint, cfg: PoolsConfig, signature_ref: SignatureRef | None = None) -> BandMember:
+    ref = _pack_signature(fp.signature) if signature_ref is None else signature_ref
+    return (rank_key(fp, cfg), fp.id, fp.exact, ref)
+
+
+def band_entries(
+    fp: Fingerprint, cfg: PoolsConfig, bands: int, rows: int, signature_ref: SignatureRef | None = None
+) -> list[tuple[str, BandMember]]:
+    member = band_member(fp, cfg, signature_ref)
     return [(k, member) for k in band_keys(fp.signature, bands, rows)]
+
+
+class SpilledSignatures:
+    """Resolves signature references against the spilled kept files, keeping recently read files."""
+
+    def __init__(self, work: str, keep_files: int = 16) -> None:
+        self.work = work
+        self.keep_files = keep_files
+        self._files: dict[int, np.ndarray] = {}
+
+    def packed(self, ref: SignatureRef) -> bytes:
+        if isinstance(ref, bytes):
+            return ref
+        split_index, row = ref
+        table = self._files.get(split_index)
+        if table is None:
+            column = _read_ipc(kept_path(self.work, split_index), ["_signature"]).column("_signature")
+            flat = column.combine_chunks().values.to_numpy(zero_copy_only=False)
+            table = flat.astype("<u8", copy=False).reshape(len(column), -1) if len(column) else flat
+            if len(self._files) >= self.keep_files:
+                self._files.pop(next(iter(self._files)))
+            self._files[split_index] = table
+        return bytes(table[row].tobytes())
 
 
 def _signature_agreement(a: bytes, b: bytes) -> float:
@@ -361,17 +426,46 @@ def _signature_agreement(a: bytes, b: bytes) -> float:
     return int(np.count_nonzero(x == y)) / len(x) if len(x) else 0.0
 
 
-def bucket_edges(element: tuple[str, Iterable[BandMember]], cfg: PoolsConfig) -> Iterator[tuple[Any, ...]]:
-    """Star edges from a band bucket's best-ranked member to every verified near-duplicate in it."""
+class BucketEdges(beam.DoFn):
+    """Reads: one LSH band bucket. Writes: star edges from its best-ranked member to every verified
+    near-duplicate in it (signatures read back from the spilled kept files only for such buckets)."""
+
+    def __init__(self, cfg: PoolsConfig, work: str) -> None:
+        self.cfg = cfg
+        self.work = work
+
+    def setup(self) -> None:
+        self.spilled = SpilledSignatures(self.work)
+
+    def process(self, element: tuple[str, Iterable[BandMember]]) -> Iterator[tuple[Any, ...]]:
+        yield from bucket_edges(element, self.cfg, self.spilled.packed)
+
+
+def bucket_edges(
+    element: tuple[str, Iterable[BandMember]],
+    cfg: PoolsConfig,
+    resolve: Callable[[SignatureRef], bytes] | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """Star edges from a band bucket's best-ranked member to every verified near-duplicate in it.
+
+    `resolve` turns a member's signature reference into the packed signature (default: the
+    reference is the packed signature itself)."""
     _, members = element
     unique = {m[1]: m for m in members}
     if len(unique) < 2:
         return
     ordered = sorted(unique.values(), key=lambda m: m[0])
-    head_rank, head_id, head_exact, head_sig = ordered[0]
-    for rank, rid, exact, sig in ordered[1:]:
-        if head_exact == exact or _signature_agreement(head_sig, sig) >= cfg.dedup.threshold:
-            yield (head_id, rid, head_rank, rank, head_exact, exact)
+    head_rank, head_id, head_exact, head_ref = ordered[0]
+    head_sig: bytes | None = None
+    for rank, rid, exact, ref in ordered[1:]:
+        if head_exact != exact:
+            if head_sig is None:
+                head_sig = resolve(head_ref) if resolve else head_ref  # type: ignore[assignment]
+            sig = resolve(ref) if resolve else ref
+            assert isinstance(head_sig, bytes) and isinstance(sig, bytes)
+            if _signature_agreement(head_sig, sig) < cfg.dedup.threshold:
+                continue
+        yield (head_id, rid, head_rank, rank, head_exact, exact)
 
 
 class ClusterEdges(beam.CombineFn):
@@ -653,47 +747,32 @@ def build_pipeline(
     files = sorted(inputs.trajectory_files)
     row_groups = {f: inputs.row_groups.get(f) or _row_groups(f) for f in files}
     splits = plan_splits([(f, row_groups[f]) for f in files], batch_rows)
+    # One PCollection of work items (read splits and knowledge files), so a single fused stage
+    # fingerprints everything and writes straight into the shuffles: a Flatten in front of a
+    # shuffle would cost the local runners an extra pass of the data through a worker.
     prepared = (
         p
-        | "ReadSplits" >> beam.Create(splits)
-        # Spread the splits over the workers before the heavy, fused read-filter-fingerprint stage.
+        | "ReadSplits" >> beam.Create([*splits, *sorted(inputs.knowledge_files)], reshuffle=False)
+        # Spread the work over the workers before the heavy, fused read-filter-fingerprint stage
+        # (one shuffle of the small work items; Create's own would be a second one).
         | "Reshuffle" >> beam.Reshuffle()
-        | "PrepareSplits"
-        >> beam.ParDo(PrepareSplit(cfg, inputs.eval_turns, work)).with_outputs(
-            "kept", "runs", "stats", main="fingerprints"
+        | "PrepareInputs"
+        >> beam.ParDo(PrepareInput(cfg, inputs.eval_turns, work)).with_outputs(
+            "kept", "runs", "stats", "ids", "kinds", "contaminated", main="bands"
         )
     )
-
-    docs = (
-        p
-        | "KnowledgeFiles" >> beam.Create(sorted(inputs.knowledge_files))
-        | "ReadKnowledge" >> beam.FlatMap(read_knowledge_file)
-    )
-    fp_docs = docs | "FingerprintDocs" >> beam.ParDo(FingerprintDocs(cfg, inputs.eval_turns))
-    fps = (prepared.fingerprints, fp_docs) | "AllFingerprints" >> beam.Flatten()
-
     losers = (
-        fps
-        | "ById" >> beam.Map(lambda f: (f.id, f.content))
-        | "GroupIds" >> beam.GroupByKey()
-        | "DuplicateIds" >> beam.FlatMap(duplicate_id_losers)
+        prepared.ids | "GroupIds" >> beam.GroupByKey() | "DuplicateIds" >> beam.FlatMap(duplicate_id_losers)
     )
-    bands, rows = lsh_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
     clusters = (
-        fps
-        | "BandKeys" >> beam.FlatMap(band_entries, cfg, bands, rows)
+        prepared.bands
         | "GroupBands" >> beam.GroupByKey()
-        | "VerifiedEdges" >> beam.FlatMap(bucket_edges, cfg)
+        | "VerifiedEdges" >> beam.ParDo(BucketEdges(cfg, work))
         | "Clusters" >> beam.CombineGlobally(ClusterEdges())
     )
-    contaminated = (
-        fps
-        | "Contaminated" >> beam.Filter(lambda f: bool(f.contaminated_by))
-        | "ContaminatedIds" >> beam.Map(lambda f: (f.id, f.contaminated_by))
-    )
+    contaminated = prepared.contaminated
     group_pool = (
-        fps
-        | "GroupKinds" >> beam.Map(lambda f: (f.group, f.kind))
+        prepared.kinds
         | "CountKinds" >> beam.CombinePerKey(CountKinds())
         | "GroupPool" >> beam.Map(group_pool_from_kinds, cfg)
     )
@@ -704,19 +783,15 @@ def build_pipeline(
         contaminated_list=beam.pvalue.AsList(contaminated),
         group_pool=beam.pvalue.AsDict(group_pool),
     )
-    doc_batches = docs | "DocBatches" >> beam.BatchElements(min_batch_size=64, max_batch_size=256)
-    to_route = (
-        prepared.kept | "ReshuffleKept" >> beam.Reshuffle(),
-        doc_batches,
-    ) | "KeptAndDocs" >> beam.Flatten()
-    routed = to_route | "RoutePools" >> beam.ParDo(RoutePools(cfg, shards, work), **side).with_outputs(
-        "stats", main="runs"
+    routed = (
+        prepared.kept
+        | "ReshuffleKept" >> beam.Reshuffle()
+        | "RoutePools" >> beam.ParDo(RoutePools(cfg, shards, work), **side).with_outputs("stats", main="runs")
     )
     runs = (prepared.runs, routed.runs) | "AllRuns" >> beam.Flatten()
     written = runs | "GroupParts" >> beam.GroupByKey() | "WriteParts" >> beam.FlatMap(write_part, out)
-    knowledge_in = docs | "KnowledgeIn" >> beam.Map(lambda _: ("knowledge_in", 1))
     (
-        (prepared.stats, routed.stats, written, knowledge_in)
+        (prepared.stats, routed.stats, written)
         | "AllStats" >> beam.Flatten()
         | "SumStats" >> beam.CombinePerKey(sum)
         | "StatsDict" >> combiners.ToDict()

@@ -113,10 +113,20 @@ def test_seed_templates_are_twelve_distinct_styles() -> None:
     assert len({t.text for t in s.templates.values()}) == 12
     lengths = [len(t.text.splitlines()) for t in s.templates.values()]
     assert min(lengths) <= 35 and max(lengths) >= 90
-    values = {p: f"<{p}>" for p in PLACEHOLDERS}
+    values: dict[str, str | None] = {p: f"<{p}>" for p in PLACEHOLDERS}
     for t in s.templates.values():
         text = t.render(values)
         for p in ("tool_definitions", "demonstrations", "initial_state", "simulation_instruction"):
             assert f"<{p}>" in text, (t.version, p)
         empty = t.render({**values, "initial_state": None, "simulation_instruction": None})
         assert "<initial_state>" not in empty and "{{" not in empty
+
+
+@pytest.mark.parametrize("num_perm", [16, 64, 128, 256])
+def test_lsh_bands_choose_what_datasketch_chooses(num_perm: int) -> None:
+    from datasketch.lsh import _optimal_param
+
+    from pipelines.minhash import lsh_bands
+
+    for threshold in [i / 20 for i in range(1, 20)]:
+        assert lsh_bands(threshold, num_perm) == _optimal_param(threshold, num_perm, 0.5, 0.5), threshold
