@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.config import ALL_POOLS, ConfigError, PoolsConfig
+from schemas.shards import ShardError
 
 pools_app = typer.Typer(
     help="Build, verify and summarise disjoint CPT / SFT / RL pools from trajectory shards (Apache Beam).",
@@ -26,11 +27,19 @@ console = Console()
 )
 def build(
     ctx: typer.Context,
-    inputs: list[Path] = typer.Option(..., "--in", help="Trajectory dataset folder(s) or part files."),
+    inputs: list[Path] = typer.Option(
+        ..., "--in", exists=True, help="Trajectory dataset folder(s) or part files."
+    ),
     out: Path = typer.Option(..., "--out", help="Output folder for the pools."),
-    config: Path | None = typer.Option(None, "--config", help="Pools YAML (default: the paper's rules)."),
-    knowledge: list[Path] = typer.Option([], "--knowledge", help="World-knowledge corpora for CPT."),
-    evals: list[Path] = typer.Option([], "--eval", help="Evaluation sets (AgentWorldBench JSONL or shards)."),
+    config: Path | None = typer.Option(
+        None, "--config", exists=True, dir_okay=False, help="Pools YAML (default: the paper's rules)."
+    ),
+    knowledge: list[Path] = typer.Option(
+        [], "--knowledge", exists=True, help="World-knowledge corpora for CPT."
+    ),
+    evals: list[Path] = typer.Option(
+        [], "--eval", exists=True, help="Evaluation sets (AgentWorldBench JSONL or shards)."
+    ),
 ) -> None:
     from pipelines.build import resolve_inputs, run_build
     from pipelines.finalize import finalize
@@ -43,7 +52,11 @@ def build(
     in_paths = [str(p.resolve()) for p in inputs]
     know = [str(p.resolve()) for p in knowledge]
     ev = [str(p.resolve()) for p in evals]
-    resolved = resolve_inputs(in_paths, know, ev, cfg)
+    try:
+        resolved = resolve_inputs(in_paths, know, ev, cfg)
+    except (ShardError, ValueError, OSError) as exc:  # unreadable inputs: name the file, no traceback
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
     console.print(
         f"building pools from {len(resolved.trajectory_files)} part(s), {resolved.total_rows} "
         f"trajectories, {len(resolved.knowledge_files)} corpus file(s), "
