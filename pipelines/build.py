@@ -27,8 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.runners.runner import PipelineRunner
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import combiners
 
 from pipelines import filters as flt
@@ -52,6 +51,7 @@ from pipelines.rows import (
     POOL_SCHEMAS,
     QUARANTINE_SCHEMA,
 )
+from pipelines.runners import runner_for
 from schemas.shards import check_version
 from schemas.trajectory import SCHEMA_METADATA_KEY, TRAJECTORY_SCHEMA, Trajectory
 
@@ -833,29 +833,11 @@ def resolve_inputs(
     return BuildInputs(files, know, eval_turns, total, row_groups)
 
 
-def local_runner(options: PipelineOptions) -> PipelineRunner:
-    """The local runner used when `--runner` is not given: Beam's FnApiRunner.
-
-    Beam's default DirectRunner first tries to download and start the Prism runner, so the same
-    command would run on different runners depending on network access. Naming the FnApiRunner
-    keeps local builds on one runner, in-process or with `--direct_num_workers N
-    --direct_running_mode multi_processing`.
-    """
-    from apache_beam.portability.api import beam_provision_api_pb2
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
-    from apache_beam.runners.portability.portable_runner import JobServiceHandle
-
-    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-    info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    return fn_runner.FnApiRunner(provision_info=info)
-
-
 def run_build(inputs: BuildInputs, out: str, cfg: PoolsConfig, beam_args: list[str]) -> None:
     """Run the Beam job to completion on whichever runner `beam_args` name (local FnApiRunner by default)."""
     options = PipelineOptions(beam_args, save_main_session=False)
-    runner = None if options.view_as(StandardOptions).runner else local_runner(options)
     _mkdirs(out)
-    with beam.Pipeline(runner=runner, options=options) as p:
+    with beam.Pipeline(runner=runner_for(options), options=options) as p:
         build_pipeline(p, inputs, out, cfg)
     write_eval_turns(inputs.eval_turns, out)
     for name in SPILL_DIRS:

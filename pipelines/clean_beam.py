@@ -32,6 +32,7 @@ from curation_agents.runner import (
     GraphRunner,
     record_ref,
 )
+from pipelines.runners import runner_for
 from schemas import TRAJECTORY_SCHEMA, Trajectory
 from schemas.shards import TRAJECTORY_DIR, atomic_write_json
 
@@ -128,7 +129,8 @@ def run(argv: list[str] | None = None) -> None:
     parser.add_argument("--licence", default=None)
     args, beam_args = parser.parse_known_args(argv)
     config = CleanConfig(source_kind=args.source_kind, source_name=args.source_name, licence=args.licence)
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+    options = PipelineOptions(beam_args)
+    with beam.Pipeline(runner=runner_for(options), options=options) as pipeline:
         build(pipeline, args.paths, args.out, config)
     print(json.dumps(json.loads((Path(args.out) / "summary.json").read_text()), indent=2))
 

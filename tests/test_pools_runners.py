@@ -55,7 +55,7 @@ def test_default_runner_is_the_local_fn_api_runner_never_prism(tmp_path: Path, m
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from typer.testing import CliRunner
 
-    from pipelines.build import local_runner
+    from pipelines.runners import local_runner
     from tests.pools_data import build_fixture
 
     def refuse(*args: object, **kwargs: object) -> None:
