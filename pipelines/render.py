@@ -58,7 +58,7 @@ _RUNTIME_METADATA = re.compile(
 
 
 def system_values(traj: Trajectory) -> dict[str, str | None]:
-    """The template placeholders filled from one trajectory (its own tools, demos, state, conditions)."""
+    """The template variables filled from one trajectory (its own tools, demos, state, conditions)."""
     tools = [t.to_json() for t in traj.action_space.tools]
     tool_text = json.dumps(tools, ensure_ascii=False, indent=2) if tools else None
     action_space = traj.action_space.description or (

@@ -61,7 +61,7 @@ def show_template(
 
 @app.command("check")
 def check_set(folder: Annotated[Path, typer.Argument(help="A template set folder with index.json.")]) -> None:
-    """Check a template set: every listed file exists and uses only known placeholders, keeping every
+    """Check a template set: every listed file exists and uses only known template variables, keeping every
     per-trajectory part (tool definitions, demonstrations, initial state, simulation instruction)."""
     tset = _load(folder)
     console.print(f"[green]ok[/green]: {len(tset.templates)} template(s) in {tset.folder}")

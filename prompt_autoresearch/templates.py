@@ -46,7 +46,7 @@ _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 
 
 class TemplateError(ValueError):
-    """A template set is missing, incomplete, or uses a placeholder that does not exist."""
+    """A template set is missing, incomplete, or uses a template variable that does not exist."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class Template:
     path: str
 
     def render(self, values: dict[str, str | None]) -> str:
-        """The system prompt with every placeholder filled; empty optional sections disappear."""
+        """The system prompt with every template variable filled; empty optional sections disappear."""
 
         def section(m: re.Match[str]) -> str:
             return m.group(2) if values.get(m.group(1)) else ""
@@ -90,18 +90,18 @@ class TemplateSet:
 
 
 def check_template(text: str, where: str) -> None:
-    """Reject unknown placeholders and templates that drop a per-trajectory part."""
+    """Reject unknown template variables and templates that drop a per-trajectory part."""
     used = set(_VARIABLE.findall(_SECTION.sub(lambda m: m.group(2), text)))
     used |= {m.group(1) for m in _SECTION.finditer(text)}
     unknown = used - set(PLACEHOLDERS)
     if unknown:
         raise TemplateError(
-            f"{where}: unknown placeholder(s) {sorted(unknown)}; use {', '.join(PLACEHOLDERS)}"
+            f"{where}: unknown template variable(s) {sorted(unknown)}; use {', '.join(PLACEHOLDERS)}"
         )
     missing = [p for p in REQUIRED_PLACEHOLDERS if p not in used]
     if missing:
         raise TemplateError(
-            f"{where}: must use placeholder(s) {missing} so per-trajectory parts are re-inserted"
+            f"{where}: must use template variable(s) {missing} so per-trajectory parts are re-inserted"
         )
 
 
