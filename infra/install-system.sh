@@ -16,6 +16,7 @@ PACKAGES=(
   iptables        # bridge networking for the rare task that asks for a network
   curl            # engine.sh probes the Docker API socket with it
   ca-certificates
+  python3-venv    # `make setup` creates .venv with the machine's python3 (Debian splits venv out)
 )
 
 missing=()
