@@ -11,7 +11,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from curation_agents.model import CleanConfig, Limits
-from curation_agents.runner import CleanRun
 
 
 class SourceKindOption(StrEnum):
@@ -86,6 +85,9 @@ def clean(
 
         def on_progress(files_done: int, files_total: int, records: int) -> None:
             progress.update(task, completed=files_done, total=files_total, records=records)
+
+        # LangGraph loads only when a clean actually runs, so `worldline --help` stays quick.
+        from curation_agents.runner import CleanRun
 
         try:
             summary = CleanRun(
