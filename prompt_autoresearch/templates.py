@@ -20,18 +20,6 @@ from pathlib import Path
 SEED_TEMPLATES_DIR = Path(__file__).parent / "templates"
 TEMPLATES_ENV = "WORLDLINE_TEMPLATES"
 
-PLACEHOLDERS = (
-    "domain",
-    "task",
-    "action_space",
-    "tool_definitions",
-    "initial_state",
-    "demonstrations",
-    "simulation_instruction",
-)
-"""Every name a template may use. Tool definitions, demonstrations, initial state and simulation
-instruction are per trajectory and re-inserted for every sample rendered from it."""
-
 REQUIRED_PLACEHOLDERS = (
     "task",
     "action_space",
@@ -40,6 +28,11 @@ REQUIRED_PLACEHOLDERS = (
     "demonstrations",
     "simulation_instruction",
 )
+"""Names every template must use, so a trajectory's own parts are re-inserted into each sample."""
+
+PLACEHOLDERS = ("domain", *REQUIRED_PLACEHOLDERS)
+"""Every name a template may use. Tool definitions, demonstrations, initial state and simulation
+instruction are per trajectory and re-inserted for every sample rendered from it."""
 
 _SECTION = re.compile(r"\{\{#(\w+)\}\}\n?(.*?)\{\{/\1\}\}\n?", re.DOTALL)
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
