@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from collectors.environment import DOMAIN_MODULES, TaskError
@@ -82,15 +83,27 @@ def collect_command(
 
 
 @sandbox_app.command("doctor")
-def doctor_command() -> None:
-    """Check the engine, base images and a sandbox round trip; print the fix for anything missing."""
+def doctor_command(
+    env: list[str] = typer.Option(
+        [], "--env", help="Only these domains (repeatable); default: every domain. Exit 1 when a check fails."
+    ),
+) -> None:
+    """Check what each collector domain needs (the container engine, base images and a sandbox round
+    trip for container domains; servers, browsers, devices for the others); print the fix for each gap."""
     from collectors.doctor import run_checks
 
-    checks = run_checks()
+    unknown = sorted(set(env) - set(DOMAIN_MODULES))
+    if unknown:
+        console.print(
+            f"[red]error:[/] unknown domain(s) {', '.join(unknown)}; available: {', '.join(sorted(DOMAIN_MODULES))}"
+        )
+        raise typer.Exit(2)
+    checks = run_checks(env or None)
     out = Console(soft_wrap=True)
     for check in checks:
         mark = "[green]ok[/]     " if check.ok else "[red]missing[/]"
-        out.print(f"{mark} {check.name}: {check.detail}", markup=True, highlight=False)
+        line = escape(f"[{check.domain}] {check.name}: {check.detail}")
+        out.print(f"{mark} {line}", markup=True, highlight=False)
         if not check.ok and check.fix:
             out.print(f"        fix: {check.fix}", markup=False, highlight=False)
     if not all(c.ok for c in checks):

@@ -1,28 +1,42 @@
-"""`worldline sandbox doctor`: what the collectors need, what is there, and the command that fixes each gap."""
+"""`worldline sandbox doctor`: what the collectors need, what is there, and the command that fixes each gap.
+
+The container engine is checked when a domain asked about needs it; every domain then adds its own
+requirements (`Environment.doctor_checks`: servers, browsers, devices, indexes).
+"""
 
 from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass
 
 import docker.errors
 
 from collectors import engine
+from collectors.environment import DOMAIN_MODULES, Check, environment_class
 from collectors.sandbox import Sandbox, SandboxLimits, orphaned_sandboxes
 
 
-@dataclass
-class Check:
-    """One requirement: its name, whether it holds, what we saw, and the fix when it does not."""
+def run_checks(domains: list[str] | None = None) -> list[Check]:
+    """The engine's checks (when any of `domains` needs it) followed by each domain's own checks;
+    all registered domains when `domains` is None."""
+    names = sorted(DOMAIN_MODULES) if domains is None else domains
+    classes = [environment_class(name) for name in names]
+    checks: list[Check] = []
+    if any(cls.needs_engine() for cls in classes):
+        checks.extend(engine_checks())
+    for cls in classes:
+        try:
+            found = cls.doctor_checks()
+        except Exception as exc:  # the doctor reports every failure instead of crashing
+            found = [Check("requirements", False, f"{type(exc).__name__}: {exc}"[:300])]
+        for check in found:
+            check.domain = cls.domain.value
+        checks.extend(found)
+    return checks
 
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
 
-
-def run_checks() -> list[Check]:
+def engine_checks() -> list[Check]:
+    """The container engine, the base images, a sandbox round trip and orphaned sandboxes."""
     checks: list[Check] = []
     external = [origin for origin, _ in engine.candidate_hosts() if origin != "project podman socket"]
     if not external:

@@ -1,8 +1,13 @@
 """The environment interface every collector domain implements, the task format, and the registry.
 
-Gymnasium-like: `reset(task)` starts a fresh sandbox and returns the first observation with the recorded
-initial state, `step(action)` returns the observation and info, `close()` always removes the sandbox.
-The action space is data (`ActionSpace` of tool schemas). Policies only ever see observations.
+Gymnasium-like: `reset(task)` starts a fresh environment and returns the first observation, the
+recorded initial state and the action space (data: `ActionSpace` of tool schemas; some domains only
+know it once the environment runs, e.g. an MCP server's `tools/list`), `step(action)` returns the
+observation and info, `close()` always releases everything. Policies only ever see observations.
+
+A task carries its domain's configuration as an object under the domain's name (`"mcp": {...}`,
+`"search": {...}`, `"web": {...}`); each environment validates its own (`validate_task`). Whether a
+domain needs the container engine is the environment's decision per task (`needs_engine`).
 """
 
 from __future__ import annotations
@@ -12,14 +17,18 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from docker import DockerClient
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 from collectors.recording import AsciicastWriter
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError, SandboxLimits
 from collectors.shell import PersistentShell
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation
+
+# Top-level task keys that hold a domain's configuration object: the domain names themselves.
+DOMAIN_CONFIG_KEYS = frozenset(d.value for d in Domain)
 
 
 class TaskError(ValueError):
@@ -42,6 +51,13 @@ class Task:
     max_turns: int | None = None
     simulation_instruction: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Per-domain configuration objects by domain name, e.g. {"mcp": {"server": "filesystem"}}; in the
+    # task file they are top-level keys named after the domain.
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def domain_config(self, domain: str) -> dict[str, Any]:
+        """This task's configuration object for `domain` ({} when the task gives none)."""
+        return self.config.get(domain) or {}
 
     @classmethod
     def from_json(cls, obj: Any, where: str = "task") -> Task:
@@ -53,16 +69,27 @@ class Task:
         instruction = obj.get("instruction")
         if not isinstance(instruction, str) or not instruction.strip():
             raise TaskError(f"{where} (id {task_id}): field 'instruction' must be a non-empty string")
-        known = set(cls.__dataclass_fields__)
+        obj = dict(obj)
+        config: dict[str, dict[str, Any]] = {}
+        for key in sorted(DOMAIN_CONFIG_KEYS & set(obj)):
+            value = obj.pop(key)
+            if not isinstance(value, dict):
+                raise TaskError(
+                    f"{where} (id {task_id}): field {key!r} is the {key} domain's configuration and must "
+                    f"be a JSON object, got {type(value).__name__}"
+                )
+            config[key] = value
+        known = set(cls.__dataclass_fields__) - {"config"}
         unknown = sorted(set(obj) - known)
         if unknown:
             raise TaskError(
-                f"{where} (id {task_id}): unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+                f"{where} (id {task_id}): unknown field(s) {', '.join(unknown)}; known: "
+                f"{', '.join(sorted(known | DOMAIN_CONFIG_KEYS))}"
             )
         for name, typ in (("setup", list), ("files", dict), ("limits", dict), ("actions", list)):
             if name in obj and not isinstance(obj[name], typ):
                 raise TaskError(f"{where} (id {task_id}): field {name!r} must be a JSON {typ.__name__}")
-        return cls(**obj)
+        return cls(**obj, config=config)
 
 
 def load_tasks(path: str | Path) -> list[Task]:
@@ -87,10 +114,12 @@ def load_tasks(path: str | Path) -> list[Task]:
 
 @dataclass
 class ResetResult:
-    """The first observation and the recorded initial state (packages, files, environment)."""
+    """The first observation, the recorded initial state (packages, files, environment, a server's
+    identity) and the action space as the running environment offers it."""
 
     observation: Observation
     initial_state: str
+    action_space: ActionSpace
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -108,17 +137,17 @@ class StepResult:
 class EnvironmentOptions:
     """What the runner passes to every environment it creates."""
 
-    client: DockerClient
+    client: DockerClient | None = None  # None when no task of the run needs the container engine
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     cast_path: Path | None = None  # where to write the session's asciicast, if the domain has one
     run_label: str = ""
 
 
 class Environment(ABC):
-    """A sandboxed environment of one domain. Subclasses register themselves in DOMAIN_MODULES."""
+    """An environment of one domain. Subclasses register themselves in DOMAIN_MODULES."""
 
     domain: Domain
-    default_image: str
+    default_image: str | None = None  # the sandbox image, for domains that run in a container
 
     def __init__(self, options: EnvironmentOptions) -> None:
         self.options = options
@@ -126,13 +155,36 @@ class Environment(ABC):
         self.task: Task | None = None
         self.casts: list[Path] = []
 
-    @abstractmethod
-    def action_space(self, task: Task) -> ActionSpace:
-        """The tools/actions available for this task, as data."""
+    @classmethod
+    def needs_engine(cls, task: Task | None = None) -> bool:
+        """Whether `task` (or, with None, a typical task of this domain) runs in a container sandbox."""
+        return cls.default_image is not None
+
+    @classmethod
+    def validate_task(cls, task: Task, where: str = "task") -> None:
+        """Raise TaskError when `task` cannot run in this domain. The base check refuses configuration
+        objects meant for another domain; domains with a configuration object check its fields."""
+        foreign = sorted(k for k in task.config if k != cls.domain.value)
+        if foreign:
+            raise TaskError(
+                f"{where} (id {task.id}): field(s) {', '.join(foreign)} configure another domain; "
+                f"this run collects {cls.domain.value!r} (choose --env {foreign[0]} or drop the field)"
+            )
+
+    @classmethod
+    def declared_action_space(cls, task: Task) -> ActionSpace | None:
+        """The action space known before `reset`, recorded when the environment fails to start;
+        None for domains that learn it from the running environment."""
+        return None
+
+    @classmethod
+    def doctor_checks(cls) -> list[Check]:
+        """What this domain needs beyond the container engine (servers, browsers, devices, indexes)."""
+        return []
 
     @abstractmethod
     def reset(self, task: Task) -> ResetResult:
-        """Start a fresh sandbox for `task` and return the first observation."""
+        """Start a fresh environment for `task`; return the first observation and the action space."""
 
     @abstractmethod
     def step(self, action: Action) -> StepResult:
@@ -150,12 +202,18 @@ class Environment(ABC):
 
     # -- shared helpers ----------------------------------------------------------------------------
     def _start_sandbox(self, task: Task) -> Sandbox:
+        if self.options.client is None:
+            raise SandboxError(
+                f"task {task.id}: the {self.domain.value} domain needs the container engine, but the runner "
+                "was started without one"
+            )
+        image = task.image or self.default_image
+        if image is None:
+            raise SandboxError(f"task {task.id}: no sandbox image (set the task's 'image')")
         limits = self.options.limits.with_overrides(task.limits)
         if task.network:
             limits = limits.with_overrides({"network": True})
-        sandbox = Sandbox.create(
-            self.options.client, task.image or self.default_image, limits, run_label=self.options.run_label
-        )
+        sandbox = Sandbox.create(self.options.client, image, limits, run_label=self.options.run_label)
         self.sandbox = sandbox
         if task.files:
             sandbox.put_files(task.files)
@@ -167,6 +225,17 @@ class Environment(ABC):
                     f"{result.output.strip()[-500:]}"
                 )
         return sandbox
+
+
+@dataclass
+class Check:
+    """One requirement of a domain: its name, whether it holds, what we saw, and the fix when not."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    domain: str = "engine"  # the domain the requirement belongs to; "engine" for the shared engine
 
 
 class ShellEnvironment(Environment):

@@ -21,10 +21,11 @@ import docker.errors
 import requests.exceptions
 
 from collectors import engine
-from collectors.environment import EnvironmentOptions, Task, environment_class, load_tasks
+from collectors.environment import EnvironmentOptions, Task, TaskError, environment_class, load_tasks
 from collectors.policies import Policy, PolicyError, make_policy
 from collectors.sandbox import SandboxError, SandboxLimits, install_signal_cleanup, reap_orphans
 from schemas import (
+    ActionSpace,
     Domain,
     Observation,
     ShardWriter,
@@ -103,21 +104,31 @@ def recorded_outcomes(out: Path) -> tuple[set[str], Counter[str]]:
 
 
 def preflight(config: CollectConfig, tasks: list[Task]) -> Any:
-    """Everything that can fail before the first task: the engine, the images, the output folder."""
-    try:
-        client = engine.connect()
-    except engine.EngineUnavailable as exc:
-        raise CollectError(f"cannot collect: {exc}") from exc
+    """Everything that can fail before the first task: each task's domain configuration, the output
+    folder, and (only when some task runs in a container) the engine and the images. Returns the
+    engine client, or None when no task needs one."""
     env_cls = environment_class(config.env)
-    for image in sorted({t.image or env_cls.default_image for t in tasks}):
+    for task in tasks:
         try:
-            engine.image_reference(client, image)
-        except docker.errors.ImageNotFound as exc:
+            env_cls.validate_task(task, f"{config.tasks_path}")
+        except TaskError as exc:
             raise CollectError(f"cannot collect: {exc}") from exc
     if read_manifest(config.out) is not None and not config.resume:
         raise CollectError(
             f"{config.out} already holds a dataset; pass --resume to continue it or choose another --out"
         )
+    engine_tasks = [t for t in tasks if env_cls.needs_engine(t)]
+    if not engine_tasks:
+        return None
+    try:
+        client = engine.connect()
+    except engine.EngineUnavailable as exc:
+        raise CollectError(f"cannot collect: {exc}") from exc
+    for image in sorted({t.image or env_cls.default_image or "" for t in engine_tasks} - {""}):
+        try:
+            engine.image_reference(client, image)
+        except docker.errors.ImageNotFound as exc:
+            raise CollectError(f"cannot collect: {exc}") from exc
     return client
 
 
@@ -136,7 +147,8 @@ def collect(
         raise CollectError(str(exc)) from exc
     tasks = load_tasks(config.tasks_path)
     client = preflight(config, tasks)
-    reap_orphans(client)
+    if client is not None:
+        reap_orphans(client)
     install_signal_cleanup()
     final, attempts = recorded_outcomes(config.out) if config.resume else (set(), Counter())
     pending = [t for t in tasks if t.id not in final]
@@ -233,9 +245,12 @@ def run_episode(
     metadata: dict[str, Any] = {"task_id": task.id, "attempt": attempt, "tasks_file": str(config.tasks_path)}
     metadata.update({f"task.{k}": v for k, v in task.metadata.items()})
     initial_state: str | None = None
-    action_space = env.action_space(task)
+    # What is known before the environment runs; replaced by what reset() reports (an MCP server's
+    # tools/list), so a trajectory whose environment failed to start still records its declared space.
+    action_space = env_cls.declared_action_space(task) or ActionSpace()
     try:
         reset = env.reset(task)
+        action_space = reset.action_space
         initial_state = reset.initial_state
         metadata["initial_observation"] = reset.observation.text
         metadata.update(reset.info)

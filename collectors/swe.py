@@ -137,7 +137,8 @@ class SWEEnvironment(ShellEnvironment):
         super().__init__(*args, **kwargs)
         self.space = ActionSpace(description="Tools for working on a git repository.", tools=TOOLS)
 
-    def action_space(self, task: Task) -> ActionSpace:
+    @classmethod
+    def declared_action_space(cls, task: Task) -> ActionSpace:
         repo_files = sorted((task.repo or {}).get("files", {}))
         listing = ", ".join(repo_files[:50]) + (" ..." if len(repo_files) > 50 else "")
         return ActionSpace(
@@ -150,7 +151,7 @@ class SWEEnvironment(ShellEnvironment):
 
     def reset(self, task: Task) -> ResetResult:
         self.task = task
-        self.space = self.action_space(task)
+        self.space = self.declared_action_space(task)
         sandbox = self._start_sandbox(task)
         repo = task.repo or {}
         files = repo.get("files") or {}
@@ -178,6 +179,7 @@ class SWEEnvironment(ShellEnvironment):
         return ResetResult(
             observation=Observation(text=status.output.rstrip("\n")),
             initial_state=initial_state,
+            action_space=self.space,
             info={"image": sandbox.image, "limits": sandbox.limits.to_json()},
         )
 

@@ -88,7 +88,8 @@ class TerminalEnvironment(ShellEnvironment):
     domain = Domain.TERMINAL
     default_image = DEBIAN_IMAGE
 
-    def action_space(self, task: Task) -> ActionSpace:
+    @classmethod
+    def declared_action_space(cls, task: Task) -> ActionSpace:
         return ACTION_SPACE
 
     def reset(self, task: Task) -> ResetResult:
@@ -99,6 +100,7 @@ class TerminalEnvironment(ShellEnvironment):
         return ResetResult(
             observation=Observation(text=prompt, format=ObservationFormat.TERMINAL),
             initial_state=initial_state,
+            action_space=ACTION_SPACE,
             info={"image": sandbox.image, "limits": sandbox.limits.to_json()},
         )
 

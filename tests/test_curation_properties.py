@@ -25,7 +25,7 @@ CONFIG = CleanConfig(limits=LIMITS)
 RUNNER = GraphRunner(CONFIG, None)
 SETTINGS = settings(
     max_examples=60,
-    deadline=5000,
+    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -142,7 +142,7 @@ SIMPLE_OPS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=None)
 @given(SIMPLE_OPS)
 def test_fast_renderer_matches_pyte_on_line_editing(ops: list[str]) -> None:
     data = "".join(ops)
@@ -159,7 +159,7 @@ def test_fast_renderer_matches_pyte_on_line_editing(ops: list[str]) -> None:
     assert ours.take_all() == theirs
 
 
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400))
 def test_redaction_is_total_and_idempotent(text: str) -> None:
     once = redact(text)

@@ -40,7 +40,7 @@ def test_generated_trajectories_pass_validation_and_json_schema(traj: Trajectory
     jsonschema.validate(json.loads(traj.to_json_line()), trajectory_json_schema())
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(trajectories, min_size=1, max_size=6))
 def test_parquet_round_trip(tmp_path_factory, trajs: list[Trajectory]) -> None:  # type: ignore[no-untyped-def]
     from schemas import iter_trajectories, write_trajectories
