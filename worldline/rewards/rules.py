@@ -145,7 +145,7 @@ def derive_rules(
             rules.append(
                 {"kind": "json_schema", "schema": infer_schema(parsed), "reason": "tool result schema"}
             )
-    if not truth or is_error or not is_deterministic_action(domain, action_text, tool_name):
+    if is_error or not is_deterministic_action(domain, action_text, tool_name):
         return rules
     if _METADATA.search(truth) is None and _PID.search(truth) is None:
         rules.append({"kind": "exact_match", "expected": truth, "reason": "deterministic content"})
