@@ -204,6 +204,24 @@ def test_batch_function_matches_the_row_function(reward: ModuleType, exported: l
     assert set(batch[0]) == set(batch[3])  # the same keys on every row, as verl's logger needs
 
 
+def test_async_function_for_the_reward_loop(reward: ModuleType, exported: list[dict[str, Any]]) -> None:
+    import asyncio
+
+    async def main() -> list[dict[str, Any]]:
+        calls = [
+            reward.compute_score_async(
+                data_source=row["data_source"],
+                solution_str=rollout(row["reward_model"]["ground_truth"]),
+                ground_truth=row["reward_model"]["ground_truth"],
+                extra_info=row["extra_info"],
+            )
+            for row in exported
+        ]
+        return list(await asyncio.gather(*calls))
+
+    assert [r["score"] for r in asyncio.run(main())] == pytest.approx([25.0, 25.0, 25.0])
+
+
 def test_history_reaches_the_judge_when_extra_info_carries_the_prompt(
     reward: ModuleType, exported: list[dict[str, Any]], fake_llm: FakeLLMServer
 ) -> None:

@@ -8,7 +8,8 @@ the judge (reasoning stripped, last block taken).
 
 verl configuration (see docs/judging.md):
     custom_reward_function.path=<site-packages>/worldline/rewards/verl.py
-    custom_reward_function.name=compute_score          # or compute_score_batch with reward_manager=batch
+    custom_reward_function.name=compute_score          # or compute_score_batch with reward_manager=batch,
+                                                       # or compute_score_async for verl's reward loop
 
 The judge endpoint comes from the WORLDLINE_LLM_* environment of the reward worker; the judge sees
 the history and current action when the row's `extra_info` carries them (`prompt` / `messages` as chat
@@ -24,7 +25,7 @@ from typing import Any
 
 from worldline.judge.judge import Judge, JudgeConfig, JudgeResult
 from worldline.judge.samples import JudgeSample, from_chat
-from worldline.llm import LLMConfig, SyncLLMClient
+from worldline.llm import LLMClient, LLMConfig, SyncLLMClient
 from worldline.llm.parsing import parse_predicted_observation
 from worldline.rewards.rules import RuleOutcome, verify
 
@@ -42,8 +43,22 @@ def configure(llm_config: LLMConfig | None = None, judge_config: JudgeConfig | N
         old = _shared.pop("client", None)
         if old is not None:
             old.close()
+        old_async = _shared.pop("async_client", None)
+        if old_async is not None and old_async.cache is not None:
+            old_async.cache.close()  # its HTTP clients belong to event loops that are gone
         _shared["llm_config"] = llm_config
         _shared["judge_config"] = judge_config
+
+
+def _async_judge() -> Judge:
+    """The judge for coroutine callers: one LLMClient (it keeps per-event-loop HTTP resources)."""
+    with _lock:
+        client = _shared.get("async_client")
+        if client is None:
+            config = _shared.get("llm_config") or LLMConfig.from_env()
+            client = LLMClient(config)  # raises LLMNotConfigured naming WORLDLINE_LLM_BASE_URL
+            _shared["async_client"] = client
+        return Judge(client, _shared.get("judge_config"))
 
 
 def _judge() -> tuple[SyncLLMClient, Judge]:
@@ -168,6 +183,22 @@ def compute_score(
         return combine(None, rule, spec, has_prediction=False)
     client, judge = _judge()
     judged = client.run_coroutine(judge.judge(sample))
+    return combine(judged, rule, spec, has_prediction=True)
+
+
+async def compute_score_async(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """`compute_score` as a coroutine, for verl's reward loop, which awaits async reward functions
+    and so judges many rollouts at once (bounded by WORLDLINE_LLM_CONCURRENCY)."""
+    sample, rule, spec = _prepare(data_source, solution_str, ground_truth, extra_info)
+    if sample is None:
+        return combine(None, rule, spec, has_prediction=False)
+    judged = await _async_judge().judge(sample)
     return combine(judged, rule, spec, has_prediction=True)
 
 
