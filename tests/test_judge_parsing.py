@@ -175,3 +175,32 @@ def test_user_message_shape_and_fences_that_cannot_be_closed_early() -> None:
     )
     assert "**Ground Truth (Real Output):**\n```\nhello\n```" in message
     assert clean_response_marker("**Environment Observation:**\nx") == "x"
+
+
+_safe_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="`#*"), max_size=40
+)
+
+
+@given(st.lists(st.tuples(_safe_text, _safe_text), min_size=1, max_size=5), st.booleans())
+def test_pool_prompts_split_back_into_history_and_current_action(
+    turns: list[tuple[str, str]], omitted_note: bool
+) -> None:
+    """The RL/SFT user prompt (history blocks, then the current action) splits back into its parts."""
+    from schemas.trajectory import Domain
+    from worldline.agentworldbench import render_action_prompt, render_observation
+    from worldline.judge.samples import split_user_prompt
+
+    *history, (current_action, _) = turns
+    blocks = [
+        f"{render_action_prompt(n, action, Domain.TERMINAL)}\n{render_observation(observation)}\n\n"
+        for n, (action, observation) in enumerate(history, start=1)
+    ]
+    current = render_action_prompt(len(turns), current_action, Domain.TERMINAL)
+    user = ("[turns 1..2 omitted]\n\n" if omitted_note else "") + "".join(blocks) + current + "\n"
+    pairs, current_prompt = split_user_prompt(user)
+    assert current_prompt == current.strip()
+    assert len(pairs) == len(history)
+    for (prompt, response), (action, observation), block in zip(pairs, history, blocks, strict=True):
+        assert block.startswith(prompt) and action.strip() in prompt
+        assert response == render_observation(observation).strip()

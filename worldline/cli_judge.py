@@ -92,7 +92,10 @@ def judge_command(
     samples: list[JudgeSample] = []
     rejected: list[RejectedLine] = []
     for item in read_predictions(predictions, ref):
-        (rejected if isinstance(item, RejectedLine) else samples).append(item)  # type: ignore[arg-type]
+        if isinstance(item, RejectedLine):
+            rejected.append(item)
+        else:
+            samples.append(item)
     out.mkdir(parents=True, exist_ok=True)
     if rejected:
         (out / "rejected_lines.jsonl").write_text(

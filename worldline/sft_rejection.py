@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from worldline.judge.judge import CallCost, Judge, JudgeConfig, JudgeResult
-from worldline.judge.samples import from_chat
+from worldline.judge.samples import JudgeSample, from_chat
 from worldline.judge.store import ResultStore
 from worldline.llm import BudgetExceeded, ChatRequest, ChatResult, LLMCallFailed, LLMClient, LLMConfig, Role
 from worldline.llm.parsing import PREDICTION_CLOSE, PREDICTION_OPEN, parse_predicted_observation
@@ -151,15 +151,18 @@ async def decide(client: LLMClient, judge: Judge, query: SFTQuery, config: Rejec
         else None
         for i, r in enumerate(rollouts)
     ]
+
+    async def judged_or_none(sample: JudgeSample | None) -> JudgeResult | None:
+        return None if sample is None else await judge.judge(sample)
+
+    verdicts = await asyncio.gather(*(judged_or_none(s) for s in samples), return_exceptions=True)
     judged: list[JudgeResult | None] = []
-    for sample in samples:
-        if sample is None:
-            judged.append(None)
-            continue
-        result = await judge.judge(sample)
-        for name in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd"):
-            setattr(cost, name, getattr(cost, name) + getattr(result.cost, name))
-        judged.append(result)
+    for verdict in verdicts:
+        if isinstance(verdict, BaseException):
+            raise verdict  # BudgetExceeded: the query stays undecided, the cache keeps what was spent
+        if verdict is not None:
+            cost.merge(verdict.cost)
+        judged.append(verdict)
     ranked = sorted(
         (i for i, r in enumerate(judged) if r is not None and r.normalised is not None),
         key=lambda i: (-(judged[i].normalised or 0.0), i),  # type: ignore[union-attr]
@@ -193,8 +196,7 @@ async def decide(client: LLMClient, judge: Judge, query: SFTQuery, config: Rejec
                 winner, compare_cost = await judge.compare(sample_a, pred_a or "", pred_b or "")
             except LLMCallFailed:
                 winner, compare_cost = None, CallCost()
-            for name in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd"):
-                setattr(cost, name, getattr(cost, name) + getattr(compare_cost, name))
+            cost.merge(compare_cost)
             record["pairwise"] = {"A": a, "B": b, "winner": winner}
             if winner is not None:
                 best = a if winner == "A" else b

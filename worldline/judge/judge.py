@@ -74,6 +74,13 @@ class CallCost:
     completion_tokens: int = 0
     cost_usd: float = 0.0
 
+    def merge(self, other: CallCost) -> None:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost_usd += other.cost_usd
+
     def add(self, result: ChatResult, client: LLMClient) -> None:
         if result.cached:
             self.cache_hits += 1
