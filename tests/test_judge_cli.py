@@ -214,3 +214,35 @@ def test_rejection_sampling_keeps_the_best_above_the_threshold_and_resumes(
     assert rerun.exit_code == 0, rerun.output
     assert len(env.requests) == calls  # undecided queries are answered by the cache
     assert (out / "sft_rejection_sampled.jsonl").read_text().count("\n") == 3
+
+
+def test_rejection_sampling_reads_pool_parts(tmp_path: Path) -> None:
+    """Queries come from SFT pool parts as the pool build writes them (the target is the truth)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines.config import PoolsConfig
+    from pipelines.render import Lineage, sft_rows
+    from pipelines.rows import SFT_SCHEMA
+    from prompt_autoresearch.templates import load_template_set
+    from schemas.trajectory import SourceKind
+    from tests.pools_data import terminal
+    from worldline.sft_rejection import read_queries
+    from worldline.tokenizer import get_token_counter
+
+    cfg = PoolsConfig.load(None)
+    traj = terminal("t-sft", "g", SourceKind.INHOUSE, 5, turns=3)
+    rows = sft_rows(
+        traj,
+        Lineage("g", "inhouse", "c"),
+        cfg,
+        load_template_set(cfg.templates_dir),
+        get_token_counter(cfg.tokenizer),
+    )
+    (tmp_path / "sft").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=SFT_SCHEMA), tmp_path / "sft" / "part-00000.parquet")
+    queries = list(read_queries(tmp_path))
+    assert [q.key for q in queries] == [r["sample_id"] for r in rows]
+    assert [q.ground_truth for q in queries] == [t.observation.text for t in traj.turns]
+    assert all([m["role"] for m in q.messages] == ["system", "user"] for q in queries)
+    assert queries[0].domain == "terminal" and queries[2].row["turn_index"] == 3
