@@ -128,6 +128,14 @@ def test_endpoint_that_never_answers_is_a_call_failure(fake_llm: FakeLLMServer) 
     )
 
 
+def test_rejected_requests_and_unknown_domains_fail_with_their_reason(fake_llm: FakeLLMServer) -> None:
+    fake_llm.script(FakeReply.bad_request("maximum context length exceeded"))
+    rejected = one(fake_llm, sample(6))
+    assert rejected.failure == "call_rejected" and "context length" in rejected.judge_output
+    unknown = one(fake_llm, from_agentworldbench(awb_sample(1, "quantum"), prediction("x")))
+    assert unknown.failure == "unknown_domain:quantum" and len(fake_llm.requests) == 1
+
+
 def test_rerun_from_the_cache_costs_zero_calls(fake_llm: FakeLLMServer) -> None:
     fake_llm.set_default(comparing_judge)
     samples = [sample(i) for i in range(5)] + [sample(9, prediction("wrong"))]

@@ -23,7 +23,7 @@ from worldline.judge.parsing import (
     parse_judge_answer,
     parse_pairwise_answer,
 )
-from worldline.judge.prompts import judge_messages, pairwise_messages
+from worldline.judge.prompts import has_judge_prompt, judge_messages, pairwise_messages
 from worldline.judge.samples import JudgeSample
 from worldline.llm import (
     BudgetExceeded,
@@ -32,6 +32,7 @@ from worldline.llm import (
     LLMCallFailed,
     LLMClient,
     LLMConfig,
+    RequestRejected,
     Role,
 )
 
@@ -96,7 +97,8 @@ class CallCost:
 @dataclass
 class JudgeResult:
     """The judgement of one sample. `failure` is "" on success, else a code: `no_prediction:<why>`,
-    `parse:<why>` (no attempt parsed) or `call_failed` (the endpoint never answered)."""
+    `parse:<why>` (no attempt parsed), `call_failed` (the endpoint never answered), `call_rejected`
+    (it refused the request, e.g. too long) or `unknown_domain:<name>` (no judge prompt)."""
 
     sample_id: str
     domain: str
@@ -190,6 +192,9 @@ class Judge:
         if prediction.observation is None:
             base.failure = f"no_prediction:{prediction.reason}"
             return base
+        if not has_judge_prompt(sample.domain):
+            base.failure = f"unknown_domain:{sample.domain}"
+            return base
         messages = judge_messages(
             sample.domain,
             list(sample.history),
@@ -203,7 +208,9 @@ class Judge:
                 result = await self.client.run(self._request(messages, attempt))
             except LLMCallFailed as error:
                 base.attempts = attempt + 1
-                base.failure = "call_failed"
+                # A rejected request (4xx: too long, bad model) fails the same way again; a transport
+                # failure is worth a retry by the next run.
+                base.failure = "call_rejected" if isinstance(error, RequestRejected) else "call_failed"
                 base.judge_output = f"{type(error).__name__}: {error}"[:2000]
                 return base
             base.cost.add(result, self.client)

@@ -55,6 +55,10 @@ def domain_text(domain: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def has_judge_prompt(domain: str) -> bool:
+    return resources.files(TEXTS).joinpath(f"{domain}.md").is_file() and domain != "rubric"
+
+
 def judge_system_prompt(domain: str) -> str:
     """The judge's system prompt for one domain: the shared rubric, then the domain's guidance."""
     return f"{rubric_text().strip()}\n\n{domain_text(domain).strip()}\n"
