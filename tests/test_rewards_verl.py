@@ -226,7 +226,7 @@ def test_history_reaches_the_judge_when_extra_info_carries_the_prompt(
     reward: ModuleType, exported: list[dict[str, Any]], fake_llm: FakeLLMServer
 ) -> None:
     term = exported[0]
-    info = {**term["extra_info"], "prompt": term["prompt"]}
+    info = {**term["extra_info"], "prompt": tuple(term["prompt"])}  # loaders differ in sequence types
     call(reward, term, rollout("x"))
     call(reward, {**term, "extra_info": info}, rollout("y"))
     without, with_prompt = (r.messages[1]["content"] for r in fake_llm.requests)

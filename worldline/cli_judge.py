@@ -110,7 +110,12 @@ def judge_command(
         out_of_range="clamp" if clamp else "fail",
         concurrency=config.concurrency,
     )
-    store = ResultStore(out / "results.jsonl", retry_if=lambda r: r.get("failure") == "call_failed")
+    heavy = ("judge_output", "prediction", "strengths", "weaknesses")
+    store = ResultStore(
+        out / "results.jsonl",
+        retry_if=lambda r: r.get("failure") == "call_failed",
+        keep=lambda r: {k: v for k, v in r.items() if k not in heavy},
+    )
     todo = [s for s in samples if not store.done(s.sample_id)]
     wanted = {s.sample_id for s in samples}
     stopped, probe_report, usage = asyncio.run(_run_judge(config, judge_config, todo, samples, store, probe))

@@ -140,6 +140,7 @@ class JudgeResult:
         known = {name for name in cls.__dataclass_fields__}
         values = {key: value for key, value in record.items() if key in known}
         values["cost"] = CallCost(**(record.get("cost") or {}))
+        values.setdefault("prediction", None)  # projected out of in-memory copies of large runs
         return cls(**values)
 
 

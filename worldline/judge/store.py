@@ -22,10 +22,14 @@ class ResultStore:
         *,
         key: str = "sample_id",
         retry_if: Callable[[dict[str, Any]], bool] | None = None,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
+        """`keep` projects what stays in memory per record (the file always gets all of it), so a
+        large run does not hold every judge answer in memory."""
         self.path = path
         self.key = key
         self.retry_if = retry_if
+        self.keep = keep or (lambda record: record)
         self.records: dict[str, dict[str, Any]] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
@@ -43,7 +47,7 @@ class ResultStore:
                 except ValueError:
                     continue
                 if isinstance(record, dict) and self.key in record:
-                    self.records[str(record[self.key])] = record
+                    self.records[str(record[self.key])] = self.keep(record)
                     good.append(line)
         # Rewrite without a torn tail so appends start on a fresh line.
         self.path.write_text("".join(good), encoding="utf-8")
@@ -55,7 +59,7 @@ class ResultStore:
         return not (self.retry_if is not None and self.retry_if(record))
 
     def append(self, record: dict[str, Any]) -> None:
-        self.records[str(record[self.key])] = record
+        self.records[str(record[self.key])] = self.keep(record)
         self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._handle.flush()
 

@@ -109,8 +109,11 @@ def weights_of(spec: Mapping[str, Any], has_rule: bool) -> tuple[float, float]:
 def _context_messages(extra_info: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     for key in ("prompt", "messages"):
         value = extra_info.get(key)
-        if isinstance(value, list | tuple) and value:
-            return [m for m in value if isinstance(m, Mapping)]
+        # Parquet lists arrive as lists, tuples or numpy object arrays depending on the loader.
+        if value is not None and not isinstance(value, str | bytes | Mapping) and hasattr(value, "__iter__"):
+            messages = [m for m in value if isinstance(m, Mapping)]
+            if messages:
+                return messages
     context = extra_info.get("judge_context")
     return [{"role": "user", "content": context}] if isinstance(context, str) else []
 
