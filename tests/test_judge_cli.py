@@ -186,6 +186,7 @@ def test_rejection_sampling_keeps_the_best_above_the_threshold_and_resumes(
     args = ["sft", "rejection-sample", str(pool), "--out", str(out), "--rollouts", "3", "--threshold", "60"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
+    assert "judge and the rollout model are both 'fake-model'" in result.output
     kept = [json.loads(line) for line in (out / "sft_rejection_sampled.jsonl").read_text().splitlines()]
     assert [k["trajectory_id"] for k in kept] == ["t0", "t1", "t2"]
     answer = kept[0]["messages"][-1]

@@ -215,10 +215,16 @@ def rejection_sample_command(
         Role.ROLLOUT, concurrency=concurrency, max_calls=budget, max_total_tokens=budget_tokens
     )
     try:
-        config.model_for(Role.JUDGE)
+        judge_model = config.model_for(Role.JUDGE)
     except LLMNotConfigured as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_NOT_CONFIGURED) from None
+    if judge_model == config.model_for(Role.ROLLOUT):
+        typer.echo(
+            f"warning: the judge and the rollout model are both '{judge_model}'; an independent judge "
+            f"(set {Role.JUDGE.model_env_var}) avoids a model grading its own answers",
+            err=True,
+        )
     settings = RejectionConfig(rollouts=rollouts, threshold=threshold, max_tokens=max_tokens, limit=limit)
     with _progress() as progress:
         task = progress.add_task("rejection-sample", total=None)
