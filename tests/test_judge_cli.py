@@ -247,3 +247,21 @@ def test_rejection_sampling_reads_pool_parts(tmp_path: Path) -> None:
     assert [q.ground_truth for q in queries] == [t.observation.text for t in traj.turns]
     assert all([m["role"] for m in q.messages] == ["system", "user"] for q in queries)
     assert queries[0].domain == "terminal" and queries[2].row["turn_index"] == 3
+
+
+def test_rejection_sampling_retries_queries_the_endpoint_never_answered(
+    env: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORLDLINE_LLM_MAX_RETRIES", "0")
+    env.set_default(lambda _request: FakeReply.server_error(503))
+    pool, out = sft_rows(tmp_path), tmp_path / "rs"
+    args = ["sft", "rejection-sample", str(pool), "--out", str(out), "--threshold", "60", "--limit", "1"]
+    assert runner.invoke(app, args).exit_code == 0
+    first = json.loads((out / "decisions.jsonl").read_text().splitlines()[0])
+    assert first["reason"] == "no_valid_rollout" and {r["failure"] for r in first["rollouts"]} == {
+        "rollout_failed"
+    }
+    env.set_default(scripted_models())
+    assert runner.invoke(app, args).exit_code == 0
+    card = json.loads((out / "card.json").read_text())
+    assert card["decided"] == 1 and card["retain"]["total"]["kept"] == 1

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,10 +163,8 @@ async def decide(client: LLMClient, judge: Judge, query: SFTQuery, config: Rejec
         if verdict is not None:
             cost.merge(verdict.cost)
         judged.append(verdict)
-    ranked = sorted(
-        (i for i, r in enumerate(judged) if r is not None and r.normalised is not None),
-        key=lambda i: (-(judged[i].normalised or 0.0), i),  # type: ignore[union-attr]
-    )
+    scores = {i: r.normalised for i, r in enumerate(judged) if r is not None and r.normalised is not None}
+    ranked = sorted(scores, key=lambda i: (-scores[i], i))
     record: dict[str, Any] = {
         "key": query.key,
         "domain": query.domain,
@@ -189,11 +187,12 @@ async def decide(client: LLMClient, judge: Judge, query: SFTQuery, config: Rejec
             second = ranked[1]
             first_is_best = _order(query.key, config.seed)
             a, b = (best, second) if first_is_best else (second, best)
-            sample_a = samples[a]
-            assert sample_a is not None
-            pred_a, pred_b = judged[a].prediction, judged[b].prediction  # type: ignore[union-attr]
+            sample_a, judged_a, judged_b = samples[a], judged[a], judged[b]
+            assert sample_a is not None and judged_a is not None and judged_b is not None
             try:
-                winner, compare_cost = await judge.compare(sample_a, pred_a or "", pred_b or "")
+                winner, compare_cost = await judge.compare(
+                    sample_a, judged_a.prediction or "", judged_b.prediction or ""
+                )
             except LLMCallFailed:
                 winner, compare_cost = None, CallCost()
             cost.merge(compare_cost)
@@ -218,7 +217,7 @@ async def decide(client: LLMClient, judge: Judge, query: SFTQuery, config: Rejec
             }
         else:
             record["reason"] = "below_threshold"
-    record["cost"] = cost.__dict__
+    record["cost"] = asdict(cost)
     return record
 
 
@@ -265,7 +264,13 @@ def run_rejection_sampling(
     if config.limit is not None:
         queries = queries[: config.limit]
     out.mkdir(parents=True, exist_ok=True)
-    store = ResultStore(out / "decisions.jsonl", key="key")
+    # A query whose rollouts or judgements never reached the endpoint is decided again by the next run.
+    unreachable = {"rollout_failed", "call_failed"}
+    store = ResultStore(
+        out / "decisions.jsonl",
+        key="key",
+        retry_if=lambda d: any(r.get("failure") in unreachable for r in d.get("rollouts", [])),
+    )
     todo = [q for q in queries if not store.done(q.key)]
     done = len(queries) - len(todo)
     stopped: list[str] = []
