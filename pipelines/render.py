@@ -19,6 +19,7 @@ from pipelines.minhash import stable_hash
 from prompt_autoresearch.templates import TemplateSet
 from schemas.trajectory import Domain, Trajectory
 from worldline.agentworldbench import render_action_prompt, render_observation
+from worldline.rewards.rules import derive_rules
 from worldline.tokenizer import TokenCounter
 
 OBSERVATION_OPEN = "<predicted_observation>"
@@ -339,6 +340,16 @@ def rl_row(
     if prompt_tokens > cfg.rl.max_prompt_tokens:
         return None, prompt_tokens
     verifier = rule_verifier(traj, t)
+    spec = reward_spec(cfg, verifier)
+    if spec["rule"] is not None:  # the executable checks worldline.rewards.verl runs on a rollout
+        turn = traj.turns[t - 1]
+        spec["rule"]["checks"] = derive_rules(
+            traj.domain.value,
+            turn.action.text,
+            turn.observation.text,
+            tool_name=turn.action.tool_name,
+            is_error=turn.observation.is_error,
+        )
     return {
         **_common(traj, lineage, f"rl:{traj.id}", cfg.rl.template_version),
         "turn_index": t,
@@ -347,5 +358,5 @@ def rl_row(
         "ground_truth": traj.turns[t - 1].observation.text,
         "prompt_tokens": prompt_tokens,
         "verifier": verifier,
-        "reward_spec": json.dumps(reward_spec(cfg, verifier), sort_keys=True),
+        "reward_spec": json.dumps(spec, sort_keys=True),
     }, prompt_tokens

@@ -168,6 +168,13 @@ def echo_responder(request: RequestJSON) -> FakeReply:
     return FakeReply(text=f"echo: {last_user_message(request)}")
 
 
+class _BackloggedHTTPServer(ThreadingHTTPServer):
+    """socketserver's default listen backlog is 5: a burst of concurrent connects overflows it, the
+    kernel drops SYNs and clients see resets or 1 s retransmits. A real endpoint queues them."""
+
+    request_queue_size = 1024
+
+
 class FakeLLMServer:
     """The scripted server; `base_url` ends in /v1 like a vLLM or OpenAI endpoint."""
 
@@ -182,7 +189,7 @@ class FakeLLMServer:
         self._in_flight = 0
         self._max_in_flight = 0
         self._ids = itertools.count(1)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd = _BackloggedHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -370,6 +377,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
     class FakeLLMHandler(BaseHTTPRequestHandler):
         # HTTP/1.0: one request per connection, so a dropped connection never poisons a pooled one.
         protocol_version = "HTTP/1.0"
+        # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm holds the
+        # body until the client's delayed ACK (~40 ms), a latency no real endpoint adds.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return

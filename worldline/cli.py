@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "collectors.cli",
     "curation_agents.cli",
     "pipelines.cli",
+    "worldline.cli_judge",
 )
 
 

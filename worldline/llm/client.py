@@ -428,6 +428,10 @@ class SyncLLMClient:
     ) -> list[ChatResult]:
         return self._call(self.client.chat_samples(role, messages, n, **kwargs))
 
+    def run_coroutine(self, coroutine: Awaitable[T]) -> T:
+        """Run any coroutine that uses `self.client` (e.g. a judge batch) on the client's loop thread."""
+        return self._call(coroutine)
+
     def close(self) -> None:
         if self._closed:
             return

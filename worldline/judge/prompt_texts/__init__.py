@@ -1,0 +1,1 @@
+"""The judge prompt texts: rubric.md (shared) and one <domain>.md per domain (package data)."""
