@@ -50,7 +50,7 @@ def scripted_action(item: Any, where: str) -> Action:
     keystrokes; {"name"/"tool", "arguments"} is a tool call."""
     if isinstance(item, str):
         return Action(kind=ActionKind.COMMAND, text=item)
-    if isinstance(item, dict) and isinstance(item.get("action"), str):  # GUI object form: element by role/name
+    if isinstance(item, dict) and isinstance(item.get("action"), str):  # GUI: an element by role/name
         return Action(kind=ActionKind.GUI, text=json.dumps(item, ensure_ascii=False))
     if isinstance(item, list) or (isinstance(item, dict) and "keystrokes" in item):
         keys = item if isinstance(item, list) else [item]
