@@ -316,6 +316,7 @@ class AndroidEnvironment(Environment):
                     False,
                     f"adb is not reachable: {type(exc).__name__}: {exc}"[:300],
                     "start an emulator or plug in a phone with USB debugging, then `adb devices`",
+                    required=False,
                 )
             )
             return checks
@@ -327,6 +328,7 @@ class AndroidEnvironment(Environment):
                 f"{len(devices)} device(s)" + (f": {listed}" if listed else ""),
                 "start an emulator (emulator -avd NAME) or connect a phone (adb connect HOST:PORT); "
                 "tasks name it with android.serial",
+                required=False,  # a machine without a phone still collects every other domain
             )
         )
         return checks

@@ -238,6 +238,7 @@ class Check:
     detail: str
     fix: str = ""
     domain: str = "engine"  # the domain the requirement belongs to; "engine" for the shared engine
+    required: bool = True  # False: a gap is a warning (e.g. no Android device plugged in), not a failure
 
 
 class ShellEnvironment(Environment):

@@ -447,7 +447,7 @@ def test_validate_task_and_doctor_reports_devices() -> None:
     checks = {c.name: c for c in AndroidEnvironment.doctor_checks()}
     assert checks["uiautomator2 importable"].ok
     devices = checks["connected devices (adb)"]
-    assert devices.ok is False and "adb connect" in devices.fix  # no device or emulator on this machine
+    assert devices.ok is False and devices.required is False and "adb connect" in devices.fix  # none here
 
 
 def test_collect_android_examples_scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
