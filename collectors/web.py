@@ -5,9 +5,11 @@ ARIA snapshot in "ai" mode: one line per node (role, accessible name, states, va
 on every node an action can address (`fN...` inside iframes, whose content is inlined). Those refs are
 the element ids (BrowserGym's bids): Playwright keeps them stable for an element across snapshots and
 resolves them at action time (`aria-ref=e7`). It was chosen over the CDP full AX tree with our own ids
-(benchmarks/gui_bench.py measures both on the same pages): the CDP tree is several times larger in
-characters and tokens, needs its own filtering of ignored/generic nodes, has no iframe content without
-one call per frame, and needs a node-id -> element mapping we would maintain ourselves.
+(benchmarks/gui_bench.py measures both on the same pages): rendered as text, the CDP tree is about
+twice the characters and Qwen tokens (the raw CDP reply about 20x), it needs our own filtering of
+ignored and generic nodes, it holds no iframe content without one more call per frame, and acting on
+its ids needs a node -> element mapping we would maintain ourselves. The snapshot costs ~10-50 ms per
+page against ~5-15 ms for the CDP call: small next to the step itself.
 
 Actions: BrowserGym's calls (`click("e7")`, `fill("e9", "hi")`, `goto(url)`, `noop(500)`, ...) parsed
 with `ast` (never evaluated), their tool-call form, and the object form `{"action": "click", "role":

@@ -191,6 +191,29 @@ def test_bad_input_is_an_error_observation_never_a_crash(web: WebEnvironment, si
     assert not os.path.exists("/tmp/pwned-by-action")
 
 
+def test_resource_limits_are_watched(web: WebEnvironment, sites: SitesServer) -> None:
+    task = Task(
+        id="lim",
+        instruction="x",
+        config={"web": {"start_url": f"{sites.base_url}/shop/", "limits": {"memory_mb": 1}}},
+    )
+    web.reset(task)
+    r = act(web, "noop(0)")
+    assert r.env_failure and "exceeded its memory limit" in r.env_failure
+    web.close()
+    task.config["web"]["limits"] = {"pids": 1}
+    web.reset(task)
+    r = act(web, "noop(0)")
+    assert r.env_failure and "exceeded its process limit" in r.env_failure
+
+
+def test_other_hosts_are_unreachable_without_network(web: WebEnvironment, sites: SitesServer) -> None:
+    start(web, sites, "/shop/")
+    r = act(web, 'goto("http://example.com/")')
+    assert r.observation.is_error and "ERR_" in r.observation.text
+    assert r.env_failure  # the tab now shows Chromium's error page
+
+
 def test_unreachable_start_url_is_env_failure(web: WebEnvironment) -> None:
     task = Task(id="down", instruction="x", config={"web": {"start_url": "http://127.0.0.1:9/"}})
     with pytest.raises(EnvFailure, match="could not be loaded"):
