@@ -490,3 +490,17 @@ def test_collect_android_openai_policy(
     assert {"tap", "swipe", "type", "open_app"} <= {
         t["function"]["name"] for t in fake_llm.requests[0].body["tools"]
     }
+
+
+def test_worldline_collect_env_android_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from worldline.cli import app
+
+    monkeypatch.setattr(android, "connect_device", lambda serial: StandInDevice())
+    out = tmp_path / "out"
+    argv = ["collect", "--env", "android", "--tasks", str(EXAMPLES), "--out", str(out), "--no-progress"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert "complete=2" in result.output and "env_failure=2" in result.output
+    assert len(list(iter_trajectories(out))) == 4
