@@ -386,6 +386,9 @@ class AndroidEnvironment(Environment):
             info["action_error"] = "syntax"
         except EnvFailure as exc:
             failure = str(exc)
+        except (TypeError, ValueError) as exc:  # a literal of the wrong type, e.g. click(x="left")
+            self.last_error = f"bad arguments: {exc}"
+            info["action_error"] = "arguments"
         except errors as exc:
             failure = f"the device failed: {type(exc).__name__}: {exc}"
         try:

@@ -629,6 +629,7 @@ class DesktopEnvironment(Environment):
         self.last_error = ""
         info: dict[str, Any] = {}
         try:
+            self._refresh_focus()
             call = gui_call_from_action(action)
             kind = ActionKind.GUI if call.target is not None else ActionKind.CODE
             action = Action(kind=kind, text=call.text(), tool_name=action.tool_name)
@@ -636,6 +637,9 @@ class DesktopEnvironment(Environment):
         except ActionSyntaxError as exc:
             self.last_error = str(exc)
             info["action_error"] = "syntax"
+        except (TypeError, ValueError) as exc:  # a literal of the wrong type, e.g. click(x="left")
+            self.last_error = f"bad arguments: {exc}"
+            info["action_error"] = "arguments"
         failure = self._app_failure()
         text = self._observe() if failure is None else f"Error: {failure}"
         changed = self.tracker.changed(_state_text(text))
@@ -877,20 +881,26 @@ class DesktopEnvironment(Environment):
         )
 
     def _settle(self) -> dict[str, Any]:
-        """Let the app react, and give the keyboard to a window the action opened (a dialog) or back to
-        the remaining window when one closed: with no window manager nobody else does."""
-        assert self.session is not None
+        """Let the app react, then hand the keyboard to a window the action opened."""
         time.sleep(0.15)
-        app = next((a for a in self.session.apps if a.proc.pid == self.focused_pid), None)
-        if app is not None and app.exit_reason() is None:
-            windows = self.session.windows_of(app)
-            new = [w for w in windows if w not in self.known_windows]
-            if new:
-                self.session.xdotool("windowfocus", new[-1])
-            elif windows and set(self.known_windows) - set(windows):
-                self.session.xdotool("windowfocus", windows[-1])
-            self.known_windows = windows
+        self._refresh_focus()
         return {}
+
+    def _refresh_focus(self) -> None:
+        """Give the keyboard to a window that appeared since the last look (a dialog), or back to the
+        remaining one when one closed: with no window manager nobody else does. Runs after each action
+        and again before the next, so a dialog that maps late still gets the keys meant for it."""
+        assert self.session is not None
+        app = next((a for a in self.session.apps if a.proc.pid == self.focused_pid), None)
+        if app is None or app.exit_reason() is not None:
+            return
+        windows = self.session.windows_of(app)
+        new = [w for w in windows if w not in self.known_windows]
+        if new:
+            self.session.xdotool("windowfocus", new[-1])
+        elif windows and set(self.known_windows) - set(windows):
+            self.session.xdotool("windowfocus", windows[-1])
+        self.known_windows = windows
 
 
 ENVIRONMENT = DesktopEnvironment

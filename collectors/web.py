@@ -353,6 +353,9 @@ class WebEnvironment(Environment):
         except PlaywrightError as exc:
             self.last_error = _first_line(exc)
             info["action_error"] = "playwright"
+        except (TypeError, ValueError) as exc:  # a literal of the wrong type, e.g. click(x="left")
+            self.last_error = f"bad arguments: {exc}"
+            info["action_error"] = "arguments"
         text = self._observe()
         failure = self._page_failure() or self._resource_failure()
         return StepResult(

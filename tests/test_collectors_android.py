@@ -426,6 +426,8 @@ def test_bad_input_is_an_error_observation(env: AndroidEnvironment) -> None:
         ("reboot()", "unknown android action"),
         ("tap(", "not a call expression"),
         ("exec('import os')", "unknown android action"),
+        ("tap(x='left', y=3)", "bad arguments"),
+        ("wait({})", "bad arguments"),
     ]:
         r = act(env, bad)
         assert r.observation.is_error is True and expected in r.observation.text, (

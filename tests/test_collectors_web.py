@@ -183,6 +183,8 @@ def test_bad_input_is_an_error_observation_never_a_crash(web: WebEnvironment, si
         ("__import__('os').system('touch /tmp/pwned-by-action')", "expected a plain function call"),
         ("click(__import__('os').system('touch /tmp/pwned-by-action'))", "arguments must be literals"),
         ("frobnicate()", "unknown web action"),
+        ('noop("soon")', "bad arguments"),
+        ("tab_focus([1])", "bad arguments"),
     ]:
         r = act(web, bad)
         assert r.observation.is_error is True, bad
