@@ -27,7 +27,6 @@ from typing import Any
 
 from collectors.environment import (
     Check,
-    Environment,
     EnvironmentOptions,
     ResetResult,
     StepResult,
@@ -38,9 +37,11 @@ from collectors.gui_common import (
     ActionSyntaxError,
     EnvFailure,
     GuiCall,
+    GuiEnvironment,
     StateTracker,
     bind_arguments,
     gui_call_from_action,
+    state_text,
     tools_from_signatures,
 )
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat
@@ -253,12 +254,13 @@ def connect_device(serial: str | None) -> Any:
     return u2.connect(serial)
 
 
-class AndroidEnvironment(Environment):
+class AndroidEnvironment(GuiEnvironment):
     """One device session per task; `device_factory(serial)` makes the device (uiautomator2 by default,
     a stand-in with the same methods in tests)."""
 
     domain = Domain.ANDROID
-    default_image = None
+    action_space = ACTION_SPACE
+    config_fields = frozenset({"serial", "app", "activity", "settle_s"})
 
     def __init__(
         self, options: EnvironmentOptions, device_factory: Callable[[str | None], Any] | None = None
@@ -272,13 +274,8 @@ class AndroidEnvironment(Environment):
         self.app: str | None = None
 
     @classmethod
-    def needs_engine(cls, task: Task | None = None) -> bool:
-        return False
-
-    @classmethod
     def validate_task(cls, task: Task, where: str = "task") -> None:
-        super().validate_task(task, where)
-        config = task.domain_config("android")
+        config = cls.checked_config(task, where)
         for key in ("serial", "app", "activity"):
             if key in config and (not isinstance(config[key], str) or not config[key]):
                 raise TaskError(f"{where} (id {task.id}): field 'android.{key}' must be a non-empty string")
@@ -287,16 +284,6 @@ class AndroidEnvironment(Environment):
                 f"{where} (id {task.id}): field 'android.app' must be a package name such as "
                 f"com.android.settings, got {config['app']!r}"
             )
-        unknown = sorted(set(config) - {"serial", "app", "activity", "settle_s"})
-        if unknown:
-            raise TaskError(
-                f"{where} (id {task.id}): unknown android field(s) {', '.join(unknown)}; "
-                "known: activity, app, serial, settle_s"
-            )
-
-    @classmethod
-    def declared_action_space(cls, task: Task) -> ActionSpace:
-        return ACTION_SPACE
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
@@ -358,7 +345,7 @@ class AndroidEnvironment(Environment):
             ) from exc
         if self.screen.crash:
             raise EnvFailure(f"task {task.id}: the app crashed at start: {self.screen.crash}")
-        self.tracker.reset(_state_text(text))
+        self.tracker.reset(state_text(text))
         initial_state = (
             f"## Device\n{info}\n\n## Foreground app\n{text.splitlines()[0]}\n\n"
             f"## Launched\n{self.app or '(none: the current screen)'}\n\n## Screen\n{text}"
@@ -406,7 +393,7 @@ class AndroidEnvironment(Environment):
                 is_error=bool(self.last_error or failure) or None,
             ),
             info=info,
-            state_changed=self.tracker.changed(_state_text(text)),
+            state_changed=self.tracker.changed(state_text(text)),
             env_failure=failure,
         )
 
@@ -538,10 +525,6 @@ class AndroidEnvironment(Environment):
             return int(a["x1"]), int(a["y1"]), int(a["x2"]), int(a["y2"])
         except KeyError as exc:
             raise ActionSyntaxError("swipe(x1, y1, x2, y2) needs four coordinates, or swipe('up')") from exc
-
-
-def _state_text(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if not line.startswith("Last action error:"))
 
 
 def _device_info(device: Any) -> str:

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import Action, ActionKind, ToolSpec
+from collectors.environment import Environment, Task, TaskError
+from schemas import Action, ActionKind, ActionSpace, ToolSpec
 
 
 class EnvFailure(OSError):
@@ -177,6 +178,46 @@ def bind_arguments(call: GuiCall, params: list[str], where: str) -> dict[str, An
             raise ActionSyntaxError(f"{where}: {call.name}() got {key!r} twice")
         bound[key] = value
     return bound
+
+
+class GuiEnvironment(Environment):
+    """What web, os and android share: no container engine, the action space known before reset, and
+    the domain's configuration object checked field by field."""
+
+    default_image = None
+    action_space: ActionSpace
+    config_fields: frozenset[str] = frozenset()
+
+    @classmethod
+    def needs_engine(cls, task: Task | None = None) -> bool:
+        return False
+
+    @classmethod
+    def declared_action_space(cls, task: Task) -> ActionSpace:
+        return cls.action_space
+
+    @classmethod
+    def checked_config(cls, task: Task, where: str) -> dict[str, Any]:
+        """The task's configuration object of this domain after the base checks; unknown fields are
+        an error naming them and the known ones."""
+        super().validate_task(task, where)
+        name = cls.domain.value
+        config = task.domain_config(name)
+        unknown = sorted(set(config) - cls.config_fields)
+        if unknown:
+            raise TaskError(
+                f"{where} (id {task.id}): unknown {name} field(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(cls.config_fields))}"
+            )
+        return config
+
+
+ERROR_LINE = "Last action error:"
+
+
+def state_text(observation: str) -> str:
+    """The observation minus the per-turn error line: the state the no-change filter compares."""
+    return "\n".join(line for line in observation.splitlines() if not line.startswith(ERROR_LINE))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -34,14 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.environment import Check, Environment, ResetResult, StepResult, Task, TaskError
+from collectors.environment import Check, ResetResult, StepResult, Task, TaskError
 from collectors.gui_common import (
     ActionSyntaxError,
     EnvFailure,
     GuiCall,
+    GuiEnvironment,
     StateTracker,
     bind_arguments,
     gui_call_from_action,
+    state_text,
     tools_from_signatures,
 )
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat
@@ -487,11 +489,6 @@ def node_line(element_id: str, node: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _state_text(text: str) -> str:
-    """The observation minus the per-turn error line: the state the no-change filter compares."""
-    return "\n".join(line for line in text.splitlines() if not line.startswith("Last action error:"))
-
-
 def xdotool_key(name: str) -> str:
     key = str(name)
     if len(key) == 1:
@@ -504,11 +501,12 @@ def xdotool_key(name: str) -> str:
     return mapped
 
 
-class DesktopEnvironment(Environment):
+class DesktopEnvironment(GuiEnvironment):
     """One private desktop session per task with the task's GTK applications."""
 
     domain = Domain.OS
-    default_image = None
+    action_space = ACTION_SPACE
+    config_fields = frozenset({"apps", "settle_s"})
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
@@ -521,13 +519,8 @@ class DesktopEnvironment(Environment):
         self.known_windows: list[str] = []
 
     @classmethod
-    def needs_engine(cls, task: Task | None = None) -> bool:
-        return False
-
-    @classmethod
     def validate_task(cls, task: Task, where: str = "task") -> None:
-        super().validate_task(task, where)
-        config = task.domain_config("os")
+        config = cls.checked_config(task, where)
         apps = config.get("apps")
         if (
             not isinstance(apps, list)
@@ -542,15 +535,6 @@ class DesktopEnvironment(Environment):
                 f"{where} (id {task.id}): field 'os.apps' must be a non-empty list of commands, e.g. "
                 '["gedit"] or [["gedit", "notes.txt"]]'
             )
-        unknown = sorted(set(config) - {"apps", "settle_s"})
-        if unknown:
-            raise TaskError(
-                f"{where} (id {task.id}): unknown os field(s) {', '.join(unknown)}; known: apps, settle_s"
-            )
-
-    @classmethod
-    def declared_action_space(cls, task: Task) -> ActionSpace:
-        return ACTION_SPACE
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
@@ -609,7 +593,7 @@ class DesktopEnvironment(Environment):
         self.known_windows = session.windows_of(session.apps[0])
         time.sleep(float(config.get("settle_s", 0.5)))
         text = self._observe()
-        self.tracker.reset(_state_text(text))
+        self.tracker.reset(state_text(text))
         running = "\n".join(f"- {a.name} (pid {a.proc.pid}): {' '.join(a.command)}" for a in session.apps)
         files = "\n".join(f"- ~/{rel}" for rel in sorted(task.files)) or "- (none)"
         initial_state = (
@@ -642,7 +626,7 @@ class DesktopEnvironment(Environment):
             info["action_error"] = "arguments"
         failure = self._app_failure()
         text = self._observe() if failure is None else f"Error: {failure}"
-        changed = self.tracker.changed(_state_text(text))
+        changed = self.tracker.changed(state_text(text))
         return StepResult(
             action=action,
             observation=Observation(

@@ -34,15 +34,17 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from collectors.environment import Check, Environment, ResetResult, StepResult, Task, TaskError
+from collectors.environment import Check, ResetResult, StepResult, Task, TaskError
 from collectors.gui_common import (
     ActionSyntaxError,
     EnvFailure,
     GuiCall,
+    GuiEnvironment,
     StateTracker,
     bind_arguments,
     detect_page_failure,
     gui_call_from_action,
+    state_text,
     tools_from_signatures,
 )
 from collectors.sites import SITES_PLACEHOLDER, shared_sites_url
@@ -182,12 +184,13 @@ def focused_line(snapshot: str) -> str:
     return found[-1].rstrip(":").replace(" [active]", "").strip()
 
 
-class WebEnvironment(Environment):
+class WebEnvironment(GuiEnvironment):
     """One browser context (fresh cookies and storage) per task, in a browser launched per
     environment, or a shared one passed in (tests and benchmarks reuse one browser)."""
 
     domain = Domain.WEB
-    default_image = None
+    action_space = ACTION_SPACE
+    config_fields = frozenset({"start_url", "limits"})
 
     def __init__(self, options: Any, browser: Any = None) -> None:
         super().__init__(options)
@@ -205,29 +208,15 @@ class WebEnvironment(Environment):
 
     # -- interface ----------------------------------------------------------------------------------
     @classmethod
-    def needs_engine(cls, task: Task | None = None) -> bool:
-        return False
-
-    @classmethod
     def validate_task(cls, task: Task, where: str = "task") -> None:
-        super().validate_task(task, where)
-        config = task.domain_config("web")
+        config = cls.checked_config(task, where)
         url = config.get("start_url")
         if not isinstance(url, str) or not re.match(r"^(https?://|\{sites\}|about:|file://)", url):
             raise TaskError(
                 f"{where} (id {task.id}): field 'web.start_url' must be an http(s) URL or start with {{sites}} "
                 f'(the bundled local sites), e.g. "{{sites}}/shop/"; got {url!r}'
             )
-        unknown = sorted(set(config) - {"start_url", "limits"})
-        if unknown:
-            raise TaskError(
-                f"{where} (id {task.id}): unknown web field(s) {', '.join(unknown)}; known: limits, start_url"
-            )
         BrowserLimits().with_overrides(config.get("limits"), f"{where} (id {task.id})")
-
-    @classmethod
-    def declared_action_space(cls, task: Task) -> ActionSpace:
-        return ACTION_SPACE
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
@@ -318,7 +307,7 @@ class WebEnvironment(Environment):
         failure = self._page_failure()
         if failure:
             raise EnvFailure(f"task {task.id}: the start page is an error page: {failure}")
-        self.tracker.reset(self._state_text(text))
+        self.tracker.reset(state_text(text))
         initial_state = (
             f"## Browser\nChromium {self.browser.version}, viewport {VIEWPORT['width']}x{VIEWPORT['height']}, "
             f"locale en-GB, timezone UTC, network {'on' if self.network else 'local only'}\n\n"
@@ -364,7 +353,7 @@ class WebEnvironment(Environment):
                 text=text, format=ObservationFormat.AXTREE, is_error=bool(self.last_error) or None
             ),
             info=info,
-            state_changed=self.tracker.changed(self._state_text(text)),
+            state_changed=self.tracker.changed(state_text(text)),
             env_failure=failure,
         )
 
@@ -556,11 +545,6 @@ class WebEnvironment(Environment):
             lines.append(f"Last action error: {self.last_error}")
         lines += ["", snapshot]
         return "\n".join(lines)
-
-    @staticmethod
-    def _state_text(text: str) -> str:
-        """The observation minus the per-turn error line: the state the no-change filter compares."""
-        return "\n".join(line for line in text.splitlines() if not line.startswith("Last action error:"))
 
     def _page_failure(self) -> str | None:
         if self.crashed:

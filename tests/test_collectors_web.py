@@ -122,6 +122,7 @@ def test_dynamic_content_clock_is_not_a_state_change(web: WebEnvironment, sites:
         or "water the plants" in r.observation.text
     )
     assert "1 note(s)" in r.observation.text and r.state_changed is True
+    assert ref_of(r.observation.text, "textbox", "New note") == box  # refs stay with their element
     r = act(web, {"action": "click", "role": "button", "name": "Load suggestions"})
     assert "Descale the machine" in r.observation.text  # fetched by the page after the click
     assert 'Focused: button "Load suggestions"' in r.observation.text
