@@ -202,6 +202,12 @@ class GuiEnvironment(Environment):
         an error naming them and the known ones."""
         super().validate_task(task, where)
         name = cls.domain.value
+        sandbox_only = [f for f in ("image", "setup", "repo") if getattr(task, f)]
+        if sandbox_only:
+            raise TaskError(
+                f"{where} (id {task.id}): field(s) {', '.join(sandbox_only)} configure a container sandbox, "
+                f"which the {name} domain does not use; drop them"
+            )
         config = task.domain_config(name)
         unknown = sorted(set(config) - cls.config_fields)
         if unknown:

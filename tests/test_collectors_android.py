@@ -444,6 +444,10 @@ def test_validate_task_and_doctor_reports_devices() -> None:
         AndroidEnvironment.validate_task(
             Task(id="v", instruction="x", config={"android": {"app": "settings"}})
         )
+    with pytest.raises(TaskError, match=r"id s\).*setup configure a container sandbox"):
+        AndroidEnvironment.validate_task(
+            Task(id="s", instruction="x", setup=["adb reboot"], config={"android": {}})
+        )
     for task in load_tasks(EXAMPLES):
         AndroidEnvironment.validate_task(task)
     checks = {c.name: c for c in AndroidEnvironment.doctor_checks()}
