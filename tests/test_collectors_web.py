@@ -307,15 +307,19 @@ def test_collect_web_openai_policy(tmp_path: Path, fake_llm: Any, sites: SitesSe
 
 # -- parsing, hashing and failure rules (no browser) ----------------------------------------------
 
-_literal = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=6,
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3))
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
 )
+_literal = st.recursive(_scalars, _containers, max_leaves=6)
 
 
 @given(
