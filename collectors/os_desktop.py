@@ -516,7 +516,8 @@ class DesktopEnvironment(GuiEnvironment):
         self.focused_pid: int | None = None
         self.last_error = ""
         self.mouse = (SCREEN[0] // 2, SCREEN[1] // 2)
-        self.known_windows: list[str] = []
+        self.known_windows: list[str] = []  # the focused app's mapped X windows at the last look
+        self.shown_windows = 0  # its windows on the accessibility bus at the last observation
 
     @classmethod
     def validate_task(cls, task: Task, where: str = "task") -> None:
@@ -613,7 +614,8 @@ class DesktopEnvironment(GuiEnvironment):
         self.last_error = ""
         info: dict[str, Any] = {}
         try:
-            self._refresh_focus()
+            if self.shown_windows != len(self.known_windows):  # a window came or went since the last look
+                self._refresh_focus()
             call = gui_call_from_action(action)
             kind = ActionKind.GUI if call.target is not None else ActionKind.CODE
             action = Action(kind=kind, text=call.text(), tool_name=action.tool_name)
@@ -663,6 +665,7 @@ class DesktopEnvironment(GuiEnvironment):
         if focused_pid is None:
             focused_pid = self.focused_pid
         self.focused_pid = focused_pid
+        self.shown_windows = sum(len(e.get("windows", [])) for e in apps if e.get("pid") == focused_pid)
         tree = session.atspi.call(cmd="tree", pid=focused_pid, max_nodes=MAX_NODES)
         if not tree.get("ok"):
             body, self.elements = f"(the accessibility tree could not be read: {tree.get('error')})", {}
