@@ -390,6 +390,8 @@ class WebEnvironment(GuiEnvironment):
 
     def _locator(self, bid: Any) -> Any:
         bid = str(bid).strip().strip("[]").removeprefix("ref=")
+        if bid.isdigit():  # BrowserGym-style numeric bid: the main frame's ref eN
+            bid = f"e{bid}"
         if not re.fullmatch(r"(?:f\d+)?e\d+", bid):
             raise ActionSyntaxError(
                 f'{bid!r} is not an element ref; use the [ref=...] value from the tree, e.g. "e7"'

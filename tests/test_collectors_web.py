@@ -115,7 +115,7 @@ def test_dynamic_content_clock_is_not_a_state_change(web: WebEnvironment, sites:
     assert clock.search(first).group(0) != clock.search(r.observation.text).group(0)  # type: ignore[union-attr]
     assert r.state_changed is False
     box = ref_of(r.observation.text, "textbox", "New note")
-    act(web, f'fill("{box}", "water the plants")')
+    act(web, f'fill("{box.removeprefix("e")}", "water the plants")')  # a numeric bid means eN
     r = act(web, f'press("{box}", "Enter")')
     assert (
         "listitem: water the plants" in r.observation.text.replace('"', "")
