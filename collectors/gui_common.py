@@ -230,19 +230,20 @@ def state_text(observation: str) -> str:
 # State hash: volatile content (clocks, dates, relative times) does not count as a change
 # --------------------------------------------------------------------------------------------------
 
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+_DAY = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs(?:day)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
 VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = (
     # ISO timestamps and dates: 2026-12-01T00:36:17Z, 2026-12-01 00:36
     re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"),
     # clock times: 12:00, 9:05:33, 3:04 PM
     re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp]\.?[Mm]\.?)?\b"),
-    # written dates: Dec 1, 2026 / 1 December 2026 / Tue Dec 1
-    re.compile(
-        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?\s+(?:\d{1,2}\s+)?"
-        r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?(?:\s+\d{1,2})?(?:,?\s+\d{4})?\b"
-    ),
-    re.compile(
-        r"\b(?:\d{1,2}\s+)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}(?:,?\s+\d{4})?\b"
-    ),
+    # written dates: Dec 1, 2026 / 1 December 2026 / Tue Dec 1 / Fri, Apr 21
+    re.compile(rf"\b{_DAY}\b,?\s+(?:\d{{1,2}}\s+)?{_MONTH}\b\.?(?:\s+\d{{1,2}}\b)?(?:,?\s+\d{{4}})?"),
+    re.compile(rf"\b\d{{1,2}}\s+{_MONTH}\b\.?(?:,?\s+\d{{4}}\b)?"),
+    re.compile(rf"\b{_MONTH}\b\.?\s+\d{{1,2}}\b(?:,?\s+\d{{4}}\b)?"),
     # relative times: 5 seconds ago, 1 min ago, just now
     re.compile(r"\b\d+\s*(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?)\s+ago\b", re.I),
     re.compile(r"\bjust now\b", re.I),

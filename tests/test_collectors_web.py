@@ -385,6 +385,10 @@ def test_state_hash_ignores_clocks_dates_and_relative_times_only() -> None:
     assert state_hash(base) == state_hash(same)
     assert state_hash(base) != state_hash(base.replace("1 note(s)", "2 note(s)"))
     assert state_hash("Tue Dec 1 clock") == state_hash("Wed Dec 2 clock")
+    assert state_hash("Fri, Apr 21") == state_hash("Sat, Apr 22") == state_hash("1 December 2026")
+    # Words that merely start like a month or day, and plain counters, are state.
+    assert state_hash("Decrease 10") != state_hash("Decrease 11")
+    assert state_hash("Marching 5") != state_hash("Marching 6")
 
 
 @pytest.mark.parametrize(
