@@ -272,28 +272,29 @@ class DesktopSession:
         if not os.path.exists(AT_SPI_LAUNCHER) or not os.path.exists(SYSTEM_PYTHON):
             raise EnvFailure(f"{AT_SPI_LAUNCHER} or {SYSTEM_PYTHON} is missing (run infra/install-system.sh)")
         read_fd, write_fd = os.pipe()
-        xvfb = subprocess.Popen(
-            [
-                "Xvfb",
-                "-displayfd",
-                str(write_fd),
-                "-screen",
-                "0",
-                f"{SCREEN[0]}x{SCREEN[1]}x24",
-                "-nolisten",
-                "tcp",
-                "-noreset",
-            ],
-            pass_fds=(write_fd,),
-            stdout=subprocess.DEVNULL,
-            stderr=(self.home / "xvfb.log").open("wb"),
-            start_new_session=True,
-        )
+        with (self.home / "xvfb.log").open("wb") as xvfb_log:
+            xvfb = subprocess.Popen(
+                [
+                    "Xvfb",
+                    "-displayfd",
+                    str(write_fd),
+                    "-screen",
+                    "0",
+                    f"{SCREEN[0]}x{SCREEN[1]}x24",
+                    "-nolisten",
+                    "tcp",
+                    "-noreset",
+                ],
+                pass_fds=(write_fd,),
+                stdout=subprocess.DEVNULL,
+                stderr=xvfb_log,
+                start_new_session=True,
+            )
         self.procs.append(xvfb)
         os.close(write_fd)
         # -noreset: an X server resets when its last client disconnects, and a client connecting
-        # during the reset fails ("cannot open display"). Xvfb writes "N\n", possibly in two writes: read to the newline before closing the pipe, or
-        # its second write hits a closed pipe and it exits.
+        # during the reset fails ("cannot open display"). Xvfb writes "N\n", possibly in two writes:
+        # read to the newline before closing the pipe, or its second write hits a closed pipe and it exits.
         data = b""
         deadline = time.monotonic() + 15
         while not data.endswith(b"\n") and time.monotonic() < deadline:
@@ -580,7 +581,8 @@ class DesktopEnvironment(GuiEnvironment):
     def reset(self, task: Task) -> ResetResult:
         self.task = task
         config = task.domain_config("os")
-        self.session = session = DesktopSession().start()
+        self.session = session = DesktopSession()  # assigned first: close() cleans up a half-started one
+        session.start()
         for rel, content in task.files.items():
             path = session.home / rel
             if not path.resolve().is_relative_to(session.home.resolve()):

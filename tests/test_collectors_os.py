@@ -174,6 +174,11 @@ def test_crashed_app_is_env_failure_and_close_stops_everything(os_env: DesktopEn
 def test_missing_app_is_env_failure(os_env: DesktopEnvironment) -> None:
     with pytest.raises(EnvFailure, match="'no-such-editor' is not installed"):
         os_env.reset(Task(id="m", instruction="x", config={"os": {"apps": ["no-such-editor"]}}))
+    session = os_env.session  # the half-started desktop is still ours to stop
+    assert session is not None and session.display
+    pids = [p.pid for p in session.procs]
+    os_env.close()
+    assert pids and not any(alive(pid) for pid in pids)
 
 
 def test_validate_task_and_doctor() -> None:
