@@ -101,12 +101,14 @@ def doctor_command(
     checks = run_checks(env or None)
     out = Console(soft_wrap=True)
     for check in checks:
-        mark = "[green]ok[/]     " if check.ok else "[red]missing[/]"
+        mark = (
+            "[green]ok[/]     " if check.ok else "[red]missing[/]" if check.required else "[yellow]warning[/]"
+        )
         line = escape(f"[{check.domain}] {check.name}: {check.detail}")
         out.print(f"{mark} {line}", markup=True, highlight=False)
         if not check.ok and check.fix:
             out.print(f"        fix: {check.fix}", markup=False, highlight=False)
-    if not all(c.ok for c in checks):
+    if not all(c.ok or not c.required for c in checks):
         raise typer.Exit(1)
 
 

@@ -131,6 +131,8 @@ class StepResult:
     observation: Observation
     exit_code: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    state_changed: bool | None = None  # GUI domains: did the normalised state change (None: not tracked)
+    env_failure: str | None = None  # the environment is in an error state: ends the trajectory as env_failure
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ class Check:
     detail: str
     fix: str = ""
     domain: str = "engine"  # the domain the requirement belongs to; "engine" for the shared engine
+    required: bool = True  # False: a gap is a warning (e.g. no Android device plugged in), not a failure
 
 
 class ShellEnvironment(Environment):
@@ -315,6 +318,9 @@ def tool_call_action(name: str, arguments: dict[str, Any]) -> Action:
 DOMAIN_MODULES: dict[str, str] = {
     Domain.TERMINAL.value: "collectors.terminal",
     Domain.SWE.value: "collectors.swe",
+    Domain.WEB.value: "collectors.web",
+    Domain.OS.value: "collectors.os_desktop",
+    Domain.ANDROID.value: "collectors.android",
 }
 
 

@@ -45,10 +45,13 @@ class Policy(ABC):
 
 
 def scripted_action(item: Any, where: str) -> Action:
-    """One task-file action as an Action: a string is a command line; {"keystrokes", "duration"} or a
-    list of them is keystrokes; {"name"/"tool", "arguments"} is a tool call."""
+    """One task-file action as an Action: a string is a command line (or a GUI domain's call); {"action",
+    "role", "name"} is a GUI action on an element; {"keystrokes", "duration"} or a list of them is
+    keystrokes; {"name"/"tool", "arguments"} is a tool call."""
     if isinstance(item, str):
         return Action(kind=ActionKind.COMMAND, text=item)
+    if isinstance(item, dict) and isinstance(item.get("action"), str):  # GUI: an element by role/name
+        return Action(kind=ActionKind.GUI, text=json.dumps(item, ensure_ascii=False))
     if isinstance(item, list) or (isinstance(item, dict) and "keystrokes" in item):
         keys = item if isinstance(item, list) else [item]
         return Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))

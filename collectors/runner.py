@@ -279,10 +279,14 @@ def run_episode(
                     started_at=started_at,
                     duration_s=round(time.monotonic() - t0, 6),
                     exit_code=result.exit_code,
+                    state_changed=result.state_changed,
                     metadata=result.info,
                 )
             )
             observation = result.observation
+            if result.env_failure:
+                status, reason = TrajectoryStatus.ENV_FAILURE, result.env_failure
+                break
     except PolicyError as exc:
         status, reason = TrajectoryStatus.POLICY_ERROR, str(exc)
     except _INFRA_ERRORS as exc:

@@ -17,6 +17,14 @@ PACKAGES=(
   curl            # engine.sh probes the Docker API socket with it
   ca-certificates
   python3-venv    # `make setup` creates .venv with the machine's python3 (Debian splits venv out)
+  chromium        # web domain: the browser Playwright drives (executable_path=/usr/bin/chromium)
+  xvfb            # os domain: a virtual X display for the desktop applications
+  dbus-x11        # os domain: dbus-launch, the session bus the AT-SPI bus registers on
+  at-spi2-core    # os domain: the accessibility bus (at-spi-bus-launcher, registryd)
+  python3-pyatspi # os domain: the AT-SPI client the tree-dump helper runs under /usr/bin/python3
+  xdotool         # os domain: mouse and keyboard input
+  gedit           # os domain: a GTK 3 text editor to act in
+  gnome-calculator # os domain: a second GTK application (GTK 4)
 )
 
 missing=()

@@ -1,0 +1,360 @@
+"""What the three GUI domains (web, os, android) share: the action-call parser, the normalised state
+hash behind each turn's `state_changed` bit, and environment-failure detection.
+
+GUI actions are written as calls in the domain's own syntax (`click("e7")`, `hotkey('ctrl', 's')`,
+`back()`) or as an object that addresses an element by role and name (`{"action": "click", "role":
+"link", "name": "About"}`). Calls are parsed with `ast` and only literal arguments are accepted: no
+action text is ever evaluated as code.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from collectors.environment import Environment, Task, TaskError
+from schemas import Action, ActionKind, ActionSpace, ToolSpec
+
+
+class EnvFailure(OSError):
+    """The environment itself is in an error state (HTTP error page, CAPTCHA, a crashed or missing
+    application): the trajectory is recorded as `env_failure` with this message as the reason."""
+
+
+class ActionSyntaxError(ValueError):
+    """An action that cannot be read; the message says what was expected. Becomes an error observation."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Action calls
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GuiCall:
+    """One parsed GUI action: a function name with literal arguments, or an element addressed by
+    role/name/text (`target`) for the object form."""
+
+    name: str
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] | None = None  # object form: {"role", "name"} / {"text"} / {"resource_id"}
+
+    def text(self) -> str:
+        """The call in the domain's syntax (the object form as compact JSON)."""
+        if self.target is not None:
+            return json.dumps({"action": self.name, **self.target, **self.kwargs}, ensure_ascii=False)
+        return format_call(self.name, self.args, self.kwargs)
+
+
+def format_call(
+    name: str, args: list[Any] | tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+) -> str:
+    """`name(arg, ..., key=value)` with Python literals, the inverse of `parse_call`."""
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in (kwargs or {}).items()]
+    return f"{name}({', '.join(parts)})"
+
+
+_CALL_PREFIXES = ("pyautogui.", "page.", "d.", "device.")
+
+
+def parse_call(text: str) -> GuiCall:
+    """Parse one call such as `fill("e7", "hello")` or `pyautogui.hotkey('ctrl', 's')`.
+
+    Only a single call expression with literal arguments (strings, numbers, booleans, None, lists,
+    tuples, dicts) is accepted; anything else (assignments, attribute chains, names, nested calls) is
+    an ActionSyntaxError, so model-written text is never executed."""
+    source = text.strip()
+    if not source:
+        raise ActionSyntaxError('empty action: write a call such as click("e7")')
+    if len(source) > 20000:
+        raise ActionSyntaxError(f"action is too long ({len(source)} characters; the limit is 20000)")
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        raise ActionSyntaxError(f"not a call expression ({exc.msg}): {source[:200]!r}") from exc
+    node = tree.body
+    if not isinstance(node, ast.Call):
+        raise ActionSyntaxError(f'expected one call such as click("e7"), got {source[:200]!r}')
+    func = node.func
+    if isinstance(func, ast.Name):
+        name = func.id
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        prefix = f"{func.value.id}."
+        if prefix not in _CALL_PREFIXES:
+            raise ActionSyntaxError(f"unknown call prefix {prefix!r} in {source[:200]!r}")
+        name = func.attr
+    else:
+        raise ActionSyntaxError(f"expected a plain function call, got {source[:200]!r}")
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise ActionSyntaxError(f"**kwargs are not allowed: {source[:200]!r}")
+            kwargs[kw.arg] = ast.literal_eval(kw.value)
+    except ValueError as exc:
+        raise ActionSyntaxError(
+            f"arguments must be literals (strings, numbers, lists): {source[:200]!r}"
+        ) from exc
+    if any(isinstance(a, ast.Starred) for a in node.args):
+        raise ActionSyntaxError(f"*args are not allowed: {source[:200]!r}")
+    return GuiCall(name=name, args=args, kwargs=kwargs)
+
+
+TARGET_KEYS = ("role", "name", "text", "resource_id", "description", "exact")
+
+
+def gui_call_from_action(action: Action) -> GuiCall:
+    """The GuiCall an Action holds: a call string (COMMAND / GUI / CODE), the object form as JSON
+    (GUI), or a tool call whose name is the function and whose arguments are keyword arguments."""
+    text = action.text.strip()
+    if action.kind == ActionKind.TOOL_CALL:
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ActionSyntaxError(f"tool call is not JSON ({exc.msg}): {text[:200]!r}") from exc
+        name = obj.get("name") or action.tool_name
+        arguments = obj.get("arguments") or {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments or "{}")
+            except json.JSONDecodeError as exc:
+                raise ActionSyntaxError(f"tool arguments are not JSON: {arguments[:200]!r}") from exc
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise ActionSyntaxError(f"a tool call needs a string name and object arguments: {text[:200]!r}")
+        return GuiCall(name=name, kwargs=dict(arguments))
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ActionSyntaxError(f"object action is not JSON ({exc.msg}): {text[:200]!r}") from exc
+        return gui_call_from_object(obj)
+    return parse_call(text)
+
+
+def gui_call_from_object(obj: Any) -> GuiCall:
+    """The object form {"action": "click", "role": "link", "name": "About", ...}: the element keys
+    become the target, every other key a keyword argument (e.g. "value" for fill)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("action"), str):
+        raise ActionSyntaxError(f"an object action needs a string 'action' field: {str(obj)[:200]!r}")
+    target = {k: obj[k] for k in TARGET_KEYS if k in obj}
+    kwargs = {k: v for k, v in obj.items() if k != "action" and k not in TARGET_KEYS}
+    return GuiCall(name=obj["action"], kwargs=kwargs, target=target or None)
+
+
+def tools_from_signatures(
+    signatures: dict[str, tuple[str, dict[str, dict[str, Any]], list[str]]],
+) -> list[ToolSpec]:
+    """Tool schemas (for tool-calling policies) from {name: (description, properties, required)}."""
+    return [
+        ToolSpec(
+            name=name,
+            description=description,
+            parameters={"type": "object", "properties": properties, "required": required},
+        )
+        for name, (description, properties, required) in signatures.items()
+    ]
+
+
+def bind_arguments(call: GuiCall, params: list[str], where: str) -> dict[str, Any]:
+    """Positional and keyword arguments of `call` bound to the parameter names `params`."""
+    if len(call.args) > len(params):
+        raise ActionSyntaxError(
+            f"{where}: {call.name}() takes at most {len(params)} argument(s) ({', '.join(params) or 'none'}), "
+            f"got {len(call.args)}"
+        )
+    bound = dict(zip(params, call.args, strict=False))
+    for key, value in call.kwargs.items():
+        if key not in params:
+            raise ActionSyntaxError(
+                f"{where}: {call.name}() has no argument {key!r}; its arguments: {', '.join(params) or 'none'}"
+            )
+        if key in bound:
+            raise ActionSyntaxError(f"{where}: {call.name}() got {key!r} twice")
+        bound[key] = value
+    return bound
+
+
+class GuiEnvironment(Environment):
+    """What web, os and android share: no container engine, the action space known before reset, and
+    the domain's configuration object checked field by field."""
+
+    default_image = None
+    action_space: ActionSpace
+    config_fields: frozenset[str] = frozenset()
+
+    @classmethod
+    def needs_engine(cls, task: Task | None = None) -> bool:
+        return False
+
+    @classmethod
+    def declared_action_space(cls, task: Task) -> ActionSpace:
+        return cls.action_space
+
+    @classmethod
+    def checked_config(cls, task: Task, where: str) -> dict[str, Any]:
+        """The task's configuration object of this domain after the base checks; unknown fields are
+        an error naming them and the known ones."""
+        super().validate_task(task, where)
+        name = cls.domain.value
+        sandbox_only = [f for f in ("image", "setup", "repo") if getattr(task, f)]
+        if sandbox_only:
+            raise TaskError(
+                f"{where} (id {task.id}): field(s) {', '.join(sandbox_only)} configure a container sandbox, "
+                f"which the {name} domain does not use; drop them"
+            )
+        config = task.domain_config(name)
+        unknown = sorted(set(config) - cls.config_fields)
+        if unknown:
+            raise TaskError(
+                f"{where} (id {task.id}): unknown {name} field(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(cls.config_fields))}"
+            )
+        return config
+
+
+ERROR_LINE = "Last action error:"
+
+
+def state_text(observation: str) -> str:
+    """The observation minus the per-turn error line: the state the no-change filter compares."""
+    return "\n".join(line for line in observation.splitlines() if not line.startswith(ERROR_LINE))
+
+
+# --------------------------------------------------------------------------------------------------
+# State hash: volatile content (clocks, dates, relative times) does not count as a change
+# --------------------------------------------------------------------------------------------------
+
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+_DAY = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs(?:day)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
+VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # ISO timestamps and dates: 2026-12-01T00:36:17Z, 2026-12-01 00:36
+    re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"),
+    # clock times: 12:00, 9:05:33, 3:04 PM
+    re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp]\.?[Mm]\.?)?\b"),
+    # written dates: Dec 1, 2026 / 1 December 2026 / Tue Dec 1 / Fri, Apr 21
+    re.compile(rf"\b{_DAY}\b,?\s+(?:\d{{1,2}}\s+)?{_MONTH}\b\.?(?:\s+\d{{1,2}}\b)?(?:,?\s+\d{{4}})?"),
+    re.compile(rf"\b\d{{1,2}}\s+{_MONTH}\b\.?(?:,?\s+\d{{4}}\b)?"),
+    re.compile(rf"\b{_MONTH}\b\.?\s+\d{{1,2}}\b(?:,?\s+\d{{4}}\b)?"),
+    # relative times: 5 seconds ago, 1 min ago, just now
+    re.compile(r"\b\d+\s*(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?)\s+ago\b", re.I),
+    re.compile(r"\bjust now\b", re.I),
+)
+
+
+def normalise_state(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str:
+    """`text` with volatile content replaced by a placeholder and whitespace runs collapsed."""
+    for pattern in VOLATILE_PATTERNS + extra:
+        text = pattern.sub("<volatile>", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def state_hash(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str:
+    """A short hash of the normalised state: equal hashes mean no effective change."""
+    return hashlib.sha256(normalise_state(text, extra).encode("utf-8")).hexdigest()[:16]
+
+
+class StateTracker:
+    """Remembers the last state hash and answers, per turn, whether the state changed."""
+
+    def __init__(self, extra: tuple[re.Pattern[str], ...] = ()) -> None:
+        self.extra = extra
+        self.last: str | None = None
+
+    def reset(self, text: str) -> str:
+        self.last = state_hash(text, self.extra)
+        return self.last
+
+    def changed(self, text: str) -> bool:
+        new = state_hash(text, self.extra)
+        changed = new != self.last
+        self.last = new
+        return changed
+
+
+# --------------------------------------------------------------------------------------------------
+# Environment failures: only when the page / app IS an error state
+# --------------------------------------------------------------------------------------------------
+
+HTTP_REASONS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+# A title or top heading that is nothing but an error status ("503 Service Unavailable", "Error 500",
+# "HTTP Error 404 - Not Found", "Internal Server Error"): a page *about* an error has more words.
+_ERROR_TITLE = re.compile(
+    r"^\s*(?:(?:http\s+)?(?:error|status)\s*[:#-]?\s*)?(?:(?P<code>[45]\d\d)\s*[:.\-–]?\s*)?"
+    r"(?P<phrase>bad request|unauthori[sz]ed|forbidden|access denied|not found|page not found|request timeout|"
+    r"too many requests|internal server error|server error|bad gateway|service (?:temporarily )?unavailable|"
+    r"gateway time-?out)?\s*$",
+    re.I,
+)
+# Chromium's own error pages (net::ERR_*) and crash page.
+_BROWSER_ERROR = re.compile(
+    r"(?:this site can.t be reached|this page isn.t working|aw, snap!|err_[a-z_]+|"
+    r"your connection is not private|took too long to respond|refused to connect)",
+    re.I,
+)
+# A challenge page: its title or main heading *is* the challenge.
+_CAPTCHA_TITLE = re.compile(
+    r"^\s*(?:captcha(?:\s+(?:check|challenge|verification))?|verify(?:ing)? (?:that )?you are (?:a )?human|"
+    r"are you a (?:human|robot)\??|i.m not a robot|attention required!?.*|just a moment\.*|"
+    r"security check|human verification|please verify you are a human|one more step)\s*$",
+    re.I,
+)
+_CAPTCHA_WIDGET = re.compile(r"\b(?:i.m not a robot|verify you are human)\b", re.I)
+# Main-content size under which a page is "nothing but" its error or challenge.
+ERROR_PAGE_MAX_CHARS = 600
+
+
+def error_title_status(title: str) -> str | None:
+    """The error a title/heading consists of ("503 Service Unavailable"), or None when it says more."""
+    title = title.strip()
+    if not title or len(title) > 80:
+        return None
+    m = _ERROR_TITLE.match(title)
+    if not m or not (m.group("code") or m.group("phrase")):
+        return None
+    return title
+
+
+def detect_page_failure(
+    *, status: int | None, title: str, headings: list[str], text: str, url: str = ""
+) -> str | None:
+    """Why a loaded page is an environment failure, or None.
+
+    The HTTP status of the main document decides when known (>= 400). Otherwise a page counts as an
+    error or CAPTCHA page only when its title or first heading *is* the error/challenge and the page
+    holds little else: a footer "protected by reCAPTCHA" or an article about HTTP 503 is not one."""
+    if status is not None and status >= 400:
+        reason = HTTP_REASONS.get(status, "error")
+        return f"HTTP {status} {reason} at {url or 'the page'}"
+    short = len(text.strip()) <= ERROR_PAGE_MAX_CHARS
+    candidates = [title] + headings[:1]
+    if _BROWSER_ERROR.search(title) or (short and any(_BROWSER_ERROR.search(h) for h in headings[:1])):
+        return f"browser error page at {url or 'the page'}: {title or headings[0]}"
+    if short:
+        for candidate in candidates:
+            if error_title_status(candidate):
+                return f"error page at {url or 'the page'}: {candidate.strip()}"
+            if _CAPTCHA_TITLE.match(candidate.strip()):
+                return f"CAPTCHA page at {url or 'the page'}: {candidate.strip()}"
+        if _CAPTCHA_WIDGET.search(text) and len(text.strip()) <= ERROR_PAGE_MAX_CHARS // 2:
+            return f"CAPTCHA page at {url or 'the page'}: a human-verification widget is all it shows"
+    return None
