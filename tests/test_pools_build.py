@@ -114,8 +114,8 @@ def test_pools_follow_the_paper_rules(built) -> None:  # type: ignore[no-untyped
 def source_group_of(pool: str, row: dict) -> str:  # type: ignore[type-arg]
     """The source group a written row came from (the eval pool stores whole trajectories)."""
     if pool == "eval":
-        return row["source"]["group"] or row["source"]["name"]
-    return row["source_id"]
+        return str(row["source"]["group"] or row["source"]["name"])
+    return str(row["source_id"])
 
 
 def test_every_source_group_lands_in_exactly_one_pool(built) -> None:  # type: ignore[no-untyped-def]
