@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyte
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from curation_agents.model import CleanConfig, Limits
@@ -158,45 +158,91 @@ def test_hostile_nesting_and_oversized_records_are_quarantined(tmp_path: Path) -
     assert len(records) == 400 and all(r.format.value == "sharegpt" for r in records)
 
 
-SIMPLE_OPS = st.lists(
-    st.one_of(
-        st.text(alphabet="abc xyz019", min_size=1, max_size=12),
-        st.sampled_from(
-            [
-                "\r",
-                "\b",
-                "\r\n",
-                "\x1b[K",
-                "\x1b[1K",
-                "\x1b[2K",
-                "\x1b[2D",
-                "\x1b[3C",
-                "\x1b[P",
-                "\x1b[32m",
-                "\x1b[0m",
-                "\x1b[5G",
-            ]
-        ),
-    ),
-    max_size=40,
+LINE_EDITS = st.sampled_from(
+    [
+        "\r",
+        "\b",
+        "\r\n",
+        "\x1b[K",
+        "\x1b[1K",
+        "\x1b[2K",
+        "\x1b[2D",
+        "\x1b[3C",
+        "\x1b[P",
+        "\x1b[32m",
+        "\x1b[0m",
+        "\x1b[5G",
+    ]
 )
 
 
+def pyte_lines(data: str, width: int, height: int) -> list[str]:
+    screen = pyte.Screen(width, height)
+    pyte.Stream(screen).feed(data)
+    lines = [line.rstrip() for line in screen.display]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+@st.composite
+def long_line_editing(draw: st.DrawFn) -> tuple[int, str]:
+    """(terminal width, output) where the output has line edits on lines longer than the width."""
+    width = draw(st.integers(8, 30))
+    ops = draw(
+        st.lists(st.one_of(st.text(alphabet="abc xyz019", min_size=1, max_size=24), LINE_EDITS), max_size=40)
+    )
+    long_text = draw(st.text(alphabet="abcxyz019", min_size=width + 1, max_size=3 * width))
+    ops.insert(draw(st.integers(0, len(ops))), long_text)
+    return width, "".join(ops)
+
+
 @settings(max_examples=200, deadline=2000)
-@given(SIMPLE_OPS)
-def test_fast_renderer_matches_pyte_on_line_editing(ops: list[str]) -> None:
-    data = "".join(ops)
-    if data.count("\r\n") > 30:
-        return
-    ours = TerminalScreen(200, 60)
+@given(long_line_editing())
+def test_fast_renderer_matches_pyte_on_line_editing(case: tuple[int, str]) -> None:
+    """Lines longer than the recording's width stay whole (logical lines, as documented in
+    terminal_screen), with the same edits pyte applies on a screen wide enough not to wrap them."""
+    width, data = case
+    # No line is longer than the output itself: at that width pyte shows logical lines, unwrapped.
+    theirs = pyte_lines(data, len(data) + 8, 60)
+    assume(data.count("\r\n") <= 30 and any(len(line) > width for line in theirs))
+    ours = TerminalScreen(width, 60)
     ours.feed(data)
-    screen = pyte.Screen(200, 60)
-    stream = pyte.Stream(screen)
-    stream.feed(data.replace("\r\n", "\r\n"))
-    theirs = [line.rstrip() for line in screen.display]
-    while theirs and not theirs[-1]:
-        theirs.pop()
     assert ours.take_all() == theirs
+
+
+def rows_of(line: str, width: int) -> list[str]:
+    """A logical line as a terminal of `width` columns wraps it."""
+    return [line[i : i + width].rstrip() for i in range(0, len(line), width)] or [""]
+
+
+@st.composite
+def long_appended_lines(draw: st.DrawFn) -> tuple[int, str]:
+    """(terminal width, output) of appended text, colours and line ends, one line longer than the width."""
+    width = draw(st.integers(8, 30))
+    pieces = st.one_of(
+        st.text(alphabet="abcxyz019", min_size=1, max_size=70),
+        st.sampled_from(["\r\n", "\x1b[1;31m", "\x1b[0m", "\x1b[K"]),
+    )
+    ops = draw(st.lists(pieces, max_size=40))
+    long_text = draw(st.text(alphabet="abcxyz019", min_size=width + 1, max_size=3 * width))
+    ops.insert(draw(st.integers(0, len(ops))), long_text)
+    return width, "".join(ops)
+
+
+@settings(max_examples=200, deadline=2000)
+@given(long_appended_lines())
+def test_fast_renderer_lines_are_what_pyte_wraps_at_the_width(case: tuple[int, str]) -> None:
+    """Appended output, wrapped by pyte at the recording's width, shows the same text as our logical
+    lines cut into rows of that width: wrapping changes the layout a person saw, not the text."""
+    width, data = case
+    ours = TerminalScreen(width, 60)
+    ours.feed(data)
+    wrapped = [row for line in ours.take_all() for row in rows_of(line, width)]
+    theirs = pyte_lines(data, width, len(data) // width + data.count("\r\n") + 4)
+    while wrapped and not wrapped[-1]:
+        wrapped.pop()
+    assert wrapped == theirs
 
 
 @settings(max_examples=200, deadline=2000)
