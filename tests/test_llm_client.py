@@ -342,7 +342,7 @@ def test_budget_warning_when_plan_exceeds_budget(fake_llm: FakeLLMServer) -> Non
 def held_at_the_bound(
     bound: int, reply: Callable[[dict[str, Any]], FakeReply]
 ) -> Callable[[dict[str, Any]], FakeReply]:
-    """A responder that holds the first requests until `bound + 1` are in flight or 2 s have passed.
+    """A responder that holds the first requests until `bound + 1` are in flight or 3 s have passed.
 
     A client that keeps its bound has exactly `bound` requests waiting when the wait gives up; one that
     exceeds it completes the group at once (bound + 1 in flight); one that sends fewer at a time never
@@ -352,7 +352,7 @@ def held_at_the_bound(
 
     def respond(request: dict[str, Any]) -> FakeReply:
         try:
-            group.wait(timeout=2)
+            group.wait(timeout=3)
         except threading.BrokenBarrierError:
             pass  # broken for good: later requests pass straight through
         return reply(request)
