@@ -4,6 +4,7 @@ only: the engine is shared, and other runs' sandboxes may come and go at any tim
 from __future__ import annotations
 
 import socket
+import uuid
 from typing import Any
 
 import pytest
@@ -24,6 +25,18 @@ def track_sandboxes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Sandbox, "create", classmethod(create))
     return created
+
+
+def private_host(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Give this process a host name of its own for the sandbox owner labels; return the snippet a
+    child Python process runs first to use it too.
+
+    Orphan detection (`reap_orphans`, the doctor) only looks at sandboxes labelled with this host's
+    name, so other runs on the shared engine neither reap this test's orphans nor show up in its checks.
+    """
+    name = f"{socket.gethostname()}-test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(socket, "gethostname", lambda: name)
+    return f"import socket; socket.gethostname = lambda: {name!r}\n"
 
 
 def still_present(client: DockerClient, container_ids: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ from collectors.runner import CollectConfig, CollectError, collect
 from collectors.sandbox import SandboxLimits
 from schemas import TrajectoryStatus, iter_trajectories, read_manifest
 from tests.fakellm import FakeReply, FakeToolCall
-from tests.sandboxes import owned_by, still_present, track_sandboxes
+from tests.sandboxes import owned_by, private_host, still_present, track_sandboxes
 from worldline.cli import app
 
 pytestmark = pytest.mark.engine
@@ -160,8 +160,9 @@ def test_openai_policy_against_local_server(tmp_path: Path, fake_llm) -> None:  
 
 @pytest.mark.slow
 def test_resume_after_kill_9_gives_every_task_exactly_once(
-    tmp_path: Path, engine_client: DockerClient
+    tmp_path: Path, engine_client: DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    as_this_host = private_host(monkeypatch)  # the orphans are this test's to reap, and no one else's
     task_ids = [f"t{i:02d}" for i in range(10)]
     tasks = write_tasks(
         tmp_path / "t.jsonl",
@@ -171,7 +172,7 @@ def test_resume_after_kill_9_gives_every_task_exactly_once(
     argv = [sys.executable, "-m", "worldline.cli", "collect", "--env", "terminal", "--tasks", str(tasks)]
     argv += ["--out", str(out), "-j", "2", "--flush-every", "1", "--no-progress"]
     runner = subprocess.Popen(
-        [sys.executable, "-c", "from worldline.cli import main; main()", *argv[3:]],
+        [sys.executable, "-c", f"{as_this_host}from worldline.cli import main; main()", *argv[3:]],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

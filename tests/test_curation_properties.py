@@ -187,19 +187,30 @@ def pyte_lines(data: str, width: int, height: int) -> list[str]:
 
 
 @st.composite
-def long_line_editing(draw: st.DrawFn) -> tuple[int, str]:
-    """(terminal width, output) where the output has line edits on lines longer than the width."""
+def output_with_a_long_line(draw: st.DrawFn, pieces: st.SearchStrategy[str]) -> tuple[int, str]:
+    """(terminal width, output): up to 40 pieces with one line of text longer than the width among them."""
     width = draw(st.integers(8, 30))
-    ops = draw(
-        st.lists(st.one_of(st.text(alphabet="abc xyz019", min_size=1, max_size=24), LINE_EDITS), max_size=40)
-    )
+    ops = draw(st.lists(pieces, max_size=40))
     long_text = draw(st.text(alphabet="abcxyz019", min_size=width + 1, max_size=3 * width))
     ops.insert(draw(st.integers(0, len(ops))), long_text)
     return width, "".join(ops)
 
 
+# Line edits on lines longer than the width.
+long_line_editing = output_with_a_long_line(
+    st.one_of(st.text(alphabet="abc xyz019", min_size=1, max_size=24), LINE_EDITS)
+)
+# Appended text, colours and line ends only.
+long_appended_lines = output_with_a_long_line(
+    st.one_of(
+        st.text(alphabet="abcxyz019", min_size=1, max_size=70),
+        st.sampled_from(["\r\n", "\x1b[1;31m", "\x1b[0m", "\x1b[K"]),
+    )
+)
+
+
 @settings(max_examples=200, deadline=2000)
-@given(long_line_editing())
+@given(long_line_editing)
 def test_fast_renderer_matches_pyte_on_line_editing(case: tuple[int, str]) -> None:
     """Lines longer than the recording's width stay whole (logical lines, as documented in
     terminal_screen), with the same edits pyte applies on a screen wide enough not to wrap them."""
@@ -217,22 +228,8 @@ def rows_of(line: str, width: int) -> list[str]:
     return [line[i : i + width].rstrip() for i in range(0, len(line), width)] or [""]
 
 
-@st.composite
-def long_appended_lines(draw: st.DrawFn) -> tuple[int, str]:
-    """(terminal width, output) of appended text, colours and line ends, one line longer than the width."""
-    width = draw(st.integers(8, 30))
-    pieces = st.one_of(
-        st.text(alphabet="abcxyz019", min_size=1, max_size=70),
-        st.sampled_from(["\r\n", "\x1b[1;31m", "\x1b[0m", "\x1b[K"]),
-    )
-    ops = draw(st.lists(pieces, max_size=40))
-    long_text = draw(st.text(alphabet="abcxyz019", min_size=width + 1, max_size=3 * width))
-    ops.insert(draw(st.integers(0, len(ops))), long_text)
-    return width, "".join(ops)
-
-
 @settings(max_examples=200, deadline=2000)
-@given(long_appended_lines())
+@given(long_appended_lines)
 def test_fast_renderer_lines_are_what_pyte_wraps_at_the_width(case: tuple[int, str]) -> None:
     """Appended output, wrapped by pyte at the recording's width, shows the same text as our logical
     lines cut into rows of that width: wrapping changes the layout a person saw, not the text."""
