@@ -209,7 +209,7 @@ long_appended_lines = output_with_a_long_line(
 )
 
 
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(long_line_editing)
 def test_fast_renderer_matches_pyte_on_line_editing(case: tuple[int, str]) -> None:
     """Lines longer than the recording's width stay whole (logical lines, as documented in
@@ -228,7 +228,7 @@ def rows_of(line: str, width: int) -> list[str]:
     return [line[i : i + width].rstrip() for i in range(0, len(line), width)] or [""]
 
 
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(long_appended_lines)
 def test_fast_renderer_lines_are_what_pyte_wraps_at_the_width(case: tuple[int, str]) -> None:
     """Appended output, wrapped by pyte at the recording's width, shows the same text as our logical
@@ -243,7 +243,7 @@ def test_fast_renderer_lines_are_what_pyte_wraps_at_the_width(case: tuple[int, s
     assert wrapped == theirs
 
 
-@settings(max_examples=200, deadline=2000)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(max_size=400), secretish_text))
 def test_redaction_is_total_and_idempotent(text: str) -> None:
     """Random text rarely holds a secret, so half the inputs are built from secret-like fragments."""
