@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 from collectors import engine
 from collectors.runner import CollectConfig, CollectError, collect
-from collectors.sandbox import LABEL, SandboxLimits
+from collectors.sandbox import SandboxLimits
 from schemas import TrajectoryStatus, iter_trajectories, read_manifest
 from tests.fakellm import FakeReply, FakeToolCall
+from tests.sandboxes import owned_by, private_host, still_present, track_sandboxes
 from worldline.cli import app
 
 pytestmark = pytest.mark.engine
@@ -36,7 +37,11 @@ def write_tasks(path: Path, tasks: list[dict[str, object]]) -> Path:
     return path
 
 
-def test_scripted_terminal_and_swe_examples(tmp_path: Path, engine_client: DockerClient) -> None:
+def test_scripted_terminal_and_swe_examples(
+    tmp_path: Path, engine_client: DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = track_sandboxes(monkeypatch)
+    n_tasks = 0
     for env, name in (("terminal", "terminal_examples.jsonl"), ("swe", "swe_examples.jsonl")):
         out = tmp_path / env
         result = CliRunner().invoke(
@@ -57,6 +62,7 @@ def test_scripted_terminal_and_swe_examples(tmp_path: Path, engine_client: Docke
         assert result.exit_code == 0, result.output
         trajectories = list(iter_trajectories(out))
         tasks = [json.loads(line) for line in (TASKS_DIR / name).read_text().splitlines()]
+        n_tasks += len(tasks)
         assert sorted(t.metadata["task_id"] for t in trajectories) == sorted(t["id"] for t in tasks)
         for trajectory in trajectories:
             assert trajectory.status == TrajectoryStatus.COMPLETE
@@ -68,8 +74,9 @@ def test_scripted_terminal_and_swe_examples(tmp_path: Path, engine_client: Docke
     swe = {t.metadata["task_id"]: t for t in iter_trajectories(tmp_path / "swe")}
     assert swe["swe-add-function"].metadata["out_of_action_space_calls"] == 1
     assert swe["swe-fix-mean"].turns[-2].observation.text == "OK"
-    leftovers = engine_client.containers.list(all=True, filters={"label": LABEL})
-    assert leftovers == []
+    # One sandbox per task, and every one of them is gone.
+    assert len(created) == n_tasks
+    assert still_present(engine_client, created) == []
 
 
 def test_failures_become_trajectories_with_reasons(tmp_path: Path) -> None:
@@ -153,8 +160,9 @@ def test_openai_policy_against_local_server(tmp_path: Path, fake_llm) -> None:  
 
 @pytest.mark.slow
 def test_resume_after_kill_9_gives_every_task_exactly_once(
-    tmp_path: Path, engine_client: DockerClient
+    tmp_path: Path, engine_client: DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    as_this_host = private_host(monkeypatch)  # the orphans are this test's to reap, and no one else's
     task_ids = [f"t{i:02d}" for i in range(10)]
     tasks = write_tasks(
         tmp_path / "t.jsonl",
@@ -164,18 +172,21 @@ def test_resume_after_kill_9_gives_every_task_exactly_once(
     argv = [sys.executable, "-m", "worldline.cli", "collect", "--env", "terminal", "--tasks", str(tasks)]
     argv += ["--out", str(out), "-j", "2", "--flush-every", "1", "--no-progress"]
     runner = subprocess.Popen(
-        [sys.executable, "-c", "from worldline.cli import main; main()", *argv[3:]],
+        [sys.executable, "-c", f"{as_this_host}from worldline.cli import main; main()", *argv[3:]],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         manifest = read_manifest(out) if (out / "manifest.json").exists() else None
-        if manifest is not None and manifest.rows >= 3:
+        # Kill it while it holds a sandbox, so there is something for the resumed run to reap.
+        if manifest is not None and manifest.rows >= 3 and owned_by(engine_client, runner.pid):
             break
         time.sleep(0.05)
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait()
+    orphans = owned_by(engine_client, runner.pid)
+    assert orphans, "the killed runner held no sandbox"
     before = {t.metadata["task_id"] for t in iter_trajectories(out)}
     assert 3 <= len(before) < len(task_ids)
     summary = collect(
@@ -188,7 +199,7 @@ def test_resume_after_kill_9_gives_every_task_exactly_once(
     assert counts == Counter(task_ids)  # every task exactly once
     assert all(t.status == TrajectoryStatus.COMPLETE for t in iter_trajectories(out))
     # The killed runner's sandboxes were reaped by the resumed run.
-    assert engine_client.containers.list(all=True, filters={"label": LABEL}) == []
+    assert still_present(engine_client, orphans) == []
     # Resuming a finished dataset does nothing; without --resume it refuses to mix runs.
     assert (
         collect(

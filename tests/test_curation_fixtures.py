@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -117,9 +118,17 @@ def test_every_public_fixture_has_a_reasoned_outcome(tmp_path: Path) -> None:
 
 def test_ids_are_stable_across_runs_and_folders(tmp_path: Path) -> None:
     files = [PUBLIC / "swe-agent_marshmallow-1867.traj", TERMINAL / "dev_basics.cast"]
+    copies = tmp_path / "elsewhere"
+    copies.mkdir()
+    for f in files:
+        shutil.copy(f, copies / f.name)
     _, first = _clean(files, tmp_path / "a")
     _, second = _clean(files, tmp_path / "b")
-    assert {t.id for t in first.values()} == {t.id for t in second.values()}
+    _, moved = _clean([copies / f.name for f in files], tmp_path / "c")
+    ids = sorted(t.id for t in first.values())
+    assert len(ids) == len(set(ids)) >= len(files)  # every file gave at least one trajectory
+    assert sorted(t.id for t in second.values()) == ids  # another run, another output folder
+    assert sorted(t.id for t in moved.values()) == ids  # the same files read from another folder
 
 
 def test_inhouse_logs_are_tagged_as_such(tmp_path: Path) -> None:

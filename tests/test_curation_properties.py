@@ -3,12 +3,15 @@ and the fast terminal renderer agrees with pyte on the sequences both implement.
 
 from __future__ import annotations
 
+import gzip
 import json
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import pyte
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from curation_agents.model import CleanConfig, Limits
@@ -16,6 +19,7 @@ from curation_agents.reader import iter_records
 from curation_agents.redact import redact
 from curation_agents.runner import GraphRunner, record_ref
 from curation_agents.terminal_screen import TerminalScreen
+from tests.test_curation_fastpaths import _secretish_text as secretish_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEEDS = [p for d in ("public", "terminal") for p in sorted((FIXTURES / d).iterdir()) if p.suffix != ".md"]
@@ -25,7 +29,7 @@ CONFIG = CleanConfig(limits=LIMITS)
 RUNNER = GraphRunner(CONFIG, None)
 SETTINGS = settings(
     max_examples=60,
-    deadline=None,
+    deadline=5000,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -99,6 +103,43 @@ def test_random_bytes_behind_every_header_never_crash(
     _clean_bytes(tmp_path, name, header + body)
 
 
+GZIP_HEADER = 10  # magic, method, flags, mtime, xfl, os
+
+
+@st.composite
+def damaged_gzip(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A gzip file with a valid header (so every reader takes the gzip path) and a damaged body: cut
+    short anywhere after the header (inside the deflate stream or the trailer), or followed by garbage."""
+    name = draw(st.sampled_from(sorted(SEED_BYTES)))
+    plain = SEED_BYTES[name][: draw(st.integers(1, 20_000))]
+    packed = gzip.compress(plain, mtime=0)
+    if draw(st.booleans()):
+        packed = packed[: draw(st.integers(GZIP_HEADER, len(packed) - 1))]
+    else:
+        packed += draw(st.binary(min_size=1, max_size=64))
+    return f"{name}.gz", packed
+
+
+@SETTINGS
+@given(damaged_gzip())
+def test_damaged_gzip_bodies_never_crash_the_cleaner(tmp_path: Path, case: tuple[str, bytes]) -> None:
+    name, data = case
+    assert data[:4] == b"\x1f\x8b\x08\x00"  # a valid header: the readers decompress
+    _clean_bytes(tmp_path, name, data)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=zlib.error,
+    reason="issue 9: a corrupt deflate stream raises zlib.error out of the readers; once fixed, add "
+    "overwritten body bytes to damaged_gzip and drop this test",
+)
+def test_a_corrupt_deflate_stream_is_quarantined(tmp_path: Path) -> None:
+    packed = bytearray(gzip.compress(SEED_BYTES["dev_basics.cast"], mtime=0))
+    packed[GZIP_HEADER] = 0x06  # block type 3: reserved, invalid in any deflate stream
+    _clean_bytes(tmp_path, "dev_basics.cast.gz", bytes(packed))
+
+
 def test_hostile_nesting_and_oversized_records_are_quarantined(tmp_path: Path) -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     assert _clean_bytes(tmp_path, "deep.json", deep) == 1
@@ -118,49 +159,93 @@ def test_hostile_nesting_and_oversized_records_are_quarantined(tmp_path: Path) -
     assert len(records) == 400 and all(r.format.value == "sharegpt" for r in records)
 
 
-SIMPLE_OPS = st.lists(
-    st.one_of(
-        st.text(alphabet="abc xyz019", min_size=1, max_size=12),
-        st.sampled_from(
-            [
-                "\r",
-                "\b",
-                "\r\n",
-                "\x1b[K",
-                "\x1b[1K",
-                "\x1b[2K",
-                "\x1b[2D",
-                "\x1b[3C",
-                "\x1b[P",
-                "\x1b[32m",
-                "\x1b[0m",
-                "\x1b[5G",
-            ]
-        ),
-    ),
-    max_size=40,
+LINE_EDITS = st.sampled_from(
+    [
+        "\r",
+        "\b",
+        "\r\n",
+        "\x1b[K",
+        "\x1b[1K",
+        "\x1b[2K",
+        "\x1b[2D",
+        "\x1b[3C",
+        "\x1b[P",
+        "\x1b[32m",
+        "\x1b[0m",
+        "\x1b[5G",
+    ]
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(SIMPLE_OPS)
-def test_fast_renderer_matches_pyte_on_line_editing(ops: list[str]) -> None:
-    data = "".join(ops)
-    if data.count("\r\n") > 30:
-        return
-    ours = TerminalScreen(200, 60)
+def pyte_lines(data: str, width: int, height: int) -> list[str]:
+    screen = pyte.Screen(width, height)
+    pyte.Stream(screen).feed(data)
+    lines = [line.rstrip() for line in screen.display]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+@st.composite
+def output_with_a_long_line(draw: st.DrawFn, pieces: st.SearchStrategy[str]) -> tuple[int, str]:
+    """(terminal width, output): up to 40 pieces with one line of text longer than the width among them."""
+    width = draw(st.integers(8, 30))
+    ops = draw(st.lists(pieces, max_size=40))
+    long_text = draw(st.text(alphabet="abcxyz019", min_size=width + 1, max_size=3 * width))
+    ops.insert(draw(st.integers(0, len(ops))), long_text)
+    return width, "".join(ops)
+
+
+# Line edits on lines longer than the width.
+long_line_editing = output_with_a_long_line(
+    st.one_of(st.text(alphabet="abc xyz019", min_size=1, max_size=24), LINE_EDITS)
+)
+# Appended text, colours and line ends only.
+long_appended_lines = output_with_a_long_line(
+    st.one_of(
+        st.text(alphabet="abcxyz019", min_size=1, max_size=70),
+        st.sampled_from(["\r\n", "\x1b[1;31m", "\x1b[0m", "\x1b[K"]),
+    )
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_line_editing)
+def test_fast_renderer_matches_pyte_on_line_editing(case: tuple[int, str]) -> None:
+    """Lines longer than the recording's width stay whole (logical lines, as documented in
+    terminal_screen), with the same edits pyte applies on a screen wide enough not to wrap them."""
+    width, data = case
+    # No line is longer than the output itself: at that width pyte shows logical lines, unwrapped.
+    theirs = pyte_lines(data, len(data) + 8, 60)
+    assume(data.count("\r\n") <= 30 and any(len(line) > width for line in theirs))
+    ours = TerminalScreen(width, 60)
     ours.feed(data)
-    screen = pyte.Screen(200, 60)
-    stream = pyte.Stream(screen)
-    stream.feed(data.replace("\r\n", "\r\n"))
-    theirs = [line.rstrip() for line in screen.display]
-    while theirs and not theirs[-1]:
-        theirs.pop()
     assert ours.take_all() == theirs
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=400))
+def rows_of(line: str, width: int) -> list[str]:
+    """A logical line as a terminal of `width` columns wraps it."""
+    return [line[i : i + width].rstrip() for i in range(0, len(line), width)] or [""]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_appended_lines)
+def test_fast_renderer_lines_are_what_pyte_wraps_at_the_width(case: tuple[int, str]) -> None:
+    """Appended output, wrapped by pyte at the recording's width, shows the same text as our logical
+    lines cut into rows of that width: wrapping changes the layout a person saw, not the text."""
+    width, data = case
+    ours = TerminalScreen(width, 60)
+    ours.feed(data)
+    wrapped = [row for line in ours.take_all() for row in rows_of(line, width)]
+    theirs = pyte_lines(data, width, len(data) // width + data.count("\r\n") + 4)
+    while wrapped and not wrapped[-1]:
+        wrapped.pop()
+    assert wrapped == theirs
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=400), secretish_text))
 def test_redaction_is_total_and_idempotent(text: str) -> None:
+    """Random text rarely holds a secret, so half the inputs are built from secret-like fragments."""
     once = redact(text)
     assert redact(once) == once

@@ -339,9 +339,30 @@ def test_budget_warning_when_plan_exceeds_budget(fake_llm: FakeLLMServer) -> Non
 # --- concurrency -----------------------------------------------------------------------------------
 
 
+def held_at_the_bound(
+    bound: int, reply: Callable[[dict[str, Any]], FakeReply]
+) -> Callable[[dict[str, Any]], FakeReply]:
+    """A responder that holds the first requests until `bound + 1` are in flight or 3 s have passed.
+
+    A client that keeps its bound has exactly `bound` requests waiting when the wait gives up; one that
+    exceeds it completes the group at once (bound + 1 in flight); one that sends fewer at a time never
+    reaches `bound`. The server's in-flight maximum tells the three apart without timing anything.
+    """
+    group = threading.Barrier(bound + 1)
+
+    def respond(request: dict[str, Any]) -> FakeReply:
+        try:
+            group.wait(timeout=3)
+        except threading.BrokenBarrierError:
+            pass  # broken for good: later requests pass straight through
+        return reply(request)
+
+    return respond
+
+
 def test_concurrency_bound_is_respected(fake_llm: FakeLLMServer) -> None:
-    fake_llm.set_default(lambda request: FakeReply(text="slow answer", delay_s=0.1))
-    client = LLMClient(fake_llm.config(concurrency=3, cache_path=None))
+    fake_llm.set_default(held_at_the_bound(3, lambda request: FakeReply(text="slow answer")))
+    client = LLMClient(fake_llm.config(concurrency=3, cache_path=None, timeout_s=30))
     batch = [ChatRequest(Role.WORLD_MODEL, [{"role": "user", "content": f"turn {i}"}]) for i in range(12)]
 
     async def _main() -> list[ChatResult | BaseException]:
@@ -353,13 +374,14 @@ def test_concurrency_bound_is_respected(fake_llm: FakeLLMServer) -> None:
     outcomes = run(_main())
     assert [o.text for o in outcomes if isinstance(o, ChatResult)] == ["slow answer"] * 12
     assert len(fake_llm.requests) == 12
-    assert 1 < fake_llm.max_concurrency <= 3
+    assert fake_llm.max_concurrency == 3  # reached, never exceeded
 
 
 def test_sync_client_shares_one_bound_across_threads(fake_llm: FakeLLMServer) -> None:
-    fake_llm.set_default(lambda request: FakeReply(text=request["messages"][-1]["content"], delay_s=0.05))
+    reply = held_at_the_bound(2, lambda request: FakeReply(text=request["messages"][-1]["content"]))
+    fake_llm.set_default(reply)
     answers: list[str] = []
-    with SyncLLMClient(fake_llm.config(concurrency=2)) as client:
+    with SyncLLMClient(fake_llm.config(concurrency=2, timeout_s=30)) as client:
 
         def worker(index: int) -> None:
             result = client.chat(Role.CLEANER, [{"role": "user", "content": f"thread {index}"}])
@@ -374,7 +396,7 @@ def test_sync_client_shares_one_bound_across_threads(fake_llm: FakeLLMServer) ->
         usage = client.usage
     assert sorted(answers) == sorted(f"thread {index}" for index in range(8))
     assert isinstance(batch[0], ChatResult) and batch[0].cached
-    assert fake_llm.max_concurrency <= 2
+    assert fake_llm.max_concurrency == 2  # the threads' calls overlap up to the bound, never beyond
     assert usage["totals"]["calls"] == 8 and usage["totals"]["cache_hits"] == 1
 
 

@@ -20,7 +20,11 @@ def fp(i: int, group: str, kind: str) -> Fingerprint:
 
 
 @given(st.lists(st.tuples(st.integers(0, 30), kinds), min_size=1, max_size=60), st.integers(0, 5))
-def test_every_source_group_lands_in_exactly_one_pool(records: list[tuple[int, str]], seed: int) -> None:
+def test_group_pool_follows_the_majority_kind_in_any_member_order(
+    records: list[tuple[int, str]], seed: int
+) -> None:
+    """The decision for one group (what the job computes); the written pools are checked in
+    test_pools_build.test_every_source_group_lands_in_exactly_one_pool."""
     cfg = PoolsConfig.from_dict(
         {
             "assignment": {

@@ -111,6 +111,30 @@ def test_pools_follow_the_paper_rules(built) -> None:  # type: ignore[no-untyped
     assert m["pools"]["eval"]["trajectories"] >= 1
 
 
+def source_group_of(pool: str, row: dict) -> str:  # type: ignore[type-arg]
+    """The source group a written row came from (the eval pool stores whole trajectories)."""
+    if pool == "eval":
+        return str(row["source"]["group"] or row["source"]["name"])
+    return str(row["source_id"])
+
+
+def test_every_source_group_lands_in_exactly_one_pool(built) -> None:  # type: ignore[no-untyped-def]
+    out, _ = built
+    pools_of: dict[str, set[str]] = {}
+    members: dict[str, set[str]] = {}
+    for pool in ("cpt", "sft", "rl", "eval"):
+        for r in rows(out, pool):
+            group = source_group_of(pool, r)
+            pools_of.setdefault(group, set()).add(pool)
+            members.setdefault(group, set()).add(r["trajectory_id"] if pool != "eval" else r["id"])
+    # The written rows hold groups with several trajectories spread over the random pools, so a
+    # per-trajectory (instead of per-group) choice would split at least one of them.
+    random_pools = {p for g, ps in pools_of.items() if g.startswith("inhouse") for p in ps}
+    assert len(random_pools) >= 2, pools_of
+    assert sum(len(m) > 1 for g, m in members.items() if g.startswith("inhouse")) >= 3, members
+    assert {g: sorted(ps) for g, ps in pools_of.items() if len(ps) != 1} == {}
+
+
 def test_cards_manifest_and_exports(built) -> None:  # type: ignore[no-untyped-def]
     out, m = built
     for pool in ("cpt", "sft", "rl", "eval"):
