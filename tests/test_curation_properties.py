@@ -29,7 +29,7 @@ CONFIG = CleanConfig(limits=LIMITS)
 RUNNER = GraphRunner(CONFIG, None)
 SETTINGS = settings(
     max_examples=60,
-    deadline=5000,
+    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
