@@ -31,6 +31,11 @@ def collect_command(
     step_timeout: float = typer.Option(
         30.0, "--step-timeout", help="Seconds before a command is interrupted."
     ),
+    episode_deadline: float = typer.Option(
+        1800.0,
+        "--episode-deadline",
+        help="Wall-clock seconds per episode (a task's deadline_s overrides); beyond it: env_failure.",
+    ),
     memory_mb: int = typer.Option(512, "--memory-mb", help="Memory limit per sandbox."),
     pids: int = typer.Option(256, "--pids", help="Process limit per sandbox."),
     flush_every: int = typer.Option(
@@ -49,6 +54,7 @@ def collect_command(
         max_turns=max_turns,
         limits=SandboxLimits(step_timeout_s=step_timeout, memory_mb=memory_mb, pids=pids),
         flush_every=flush_every,
+        episode_deadline_s=episode_deadline,
     )
     bar = Progress(
         TextColumn("[bold]collect[/] {task.description}"),

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 from collectors.recording import AsciicastWriter
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError, SandboxLimits
-from collectors.shell import PersistentShell
+from collectors.shell import PersistentShell, ShellOutput
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation
 
 # Top-level task keys that hold a domain's configuration object: the domain names themselves.
@@ -49,6 +49,7 @@ class Task:
     limits: dict[str, Any] = field(default_factory=dict)
     actions: list[Any] = field(default_factory=list)  # scripted policy: the actions to replay
     max_turns: int | None = None
+    deadline_s: float | None = None  # wall-clock limit of the whole episode (default: --episode-deadline)
     simulation_instruction: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     # Per-domain configuration objects by domain name, e.g. {"mcp": {"server": "filesystem"}}; in the
@@ -123,6 +124,16 @@ class ResetResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+# StepResult.info keys the runner acts on, for every domain:
+# - INFO_SYNC_LOST: str, why later observations could not be attributed to their actions; the runner
+#   keeps this turn and ends the trajectory as env_failure with that reason.
+# - INFO_EPISODE_END: {"status": "complete" | "env_failure", "reason": str}; the environment cannot take
+#   another action (the agent exited the shell, the shell was killed, the sandbox died); the runner keeps
+#   this turn and ends the trajectory with that status.
+INFO_SYNC_LOST = "sync_lost"
+INFO_EPISODE_END = "episode_end"
+
+
 @dataclass
 class StepResult:
     """What one action did: the action as recorded, the observation, and facts for the turn."""
@@ -194,6 +205,12 @@ class Environment(ABC):
     def close(self) -> None:
         """Remove the sandbox; idempotent and safe after any failure."""
 
+    def interrupt(self) -> None:
+        """Called from another thread when the episode's wall-clock deadline passes: make a blocked
+        `reset` or `step` return (or raise) soon. The default closes the environment; the runner still
+        calls `close()` afterwards."""
+        self.close()
+
     def __enter__(self) -> Environment:
         return self
 
@@ -219,6 +236,11 @@ class Environment(ABC):
             sandbox.put_files(task.files)
         for command in task.setup:
             result = sandbox.exec(command)
+            if result.exit_code in (124, 137) and "timeout" not in command:
+                raise SandboxError(
+                    f"task {task.id}: setup command {command!r} did not finish within "
+                    f"{limits.helper_timeout_s:g} s (limits.helper_timeout_s) and was killed"
+                )
             if result.exit_code != 0:
                 raise SandboxError(
                     f"task {task.id}: setup command {command!r} exited {result.exit_code}: "
@@ -260,6 +282,25 @@ class ShellEnvironment(Environment):
             sandbox, cols=self.screen_cols, rows=self.screen_rows, recorder=self.recorder, workdir=workdir
         )
         return self.shell.start()
+
+    def interrupt(self) -> None:
+        """Unblock a step from another thread: shut the PTY down and remove the sandbox (a blocked
+        helper call returns when its container goes); `close()` then releases the rest."""
+        if self.shell is not None:
+            self.shell.interrupt()
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+    def shell_step_info(self, output: ShellOutput) -> dict[str, Any]:
+        """Turn metadata of a shell step, with the episode's end when the shell is gone."""
+        info = output.info()
+        if output.shell_ended:
+            exited = output.shell_ended.startswith("the shell exited")
+            info[INFO_EPISODE_END] = {
+                "status": "complete" if exited else "env_failure",
+                "reason": output.shell_ended,
+            }
+        return info
 
     def close(self) -> None:
         if self.shell is not None:

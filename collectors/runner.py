@@ -21,7 +21,15 @@ import docker.errors
 import requests.exceptions
 
 from collectors import engine
-from collectors.environment import EnvironmentOptions, Task, TaskError, environment_class, load_tasks
+from collectors.environment import (
+    INFO_EPISODE_END,
+    INFO_SYNC_LOST,
+    EnvironmentOptions,
+    Task,
+    TaskError,
+    environment_class,
+    load_tasks,
+)
 from collectors.policies import Policy, PolicyError, make_policy
 from collectors.sandbox import SandboxError, SandboxLimits, install_signal_cleanup, reap_orphans
 from schemas import (
@@ -67,6 +75,7 @@ class CollectConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     flush_every: int = 8
     source_name: str | None = None
+    episode_deadline_s: float = 1800.0  # wall-clock limit per episode unless the task sets deadline_s
     llm_config: Any = None  # worldline.llm.LLMConfig for the openai policy; None reads the environment
 
 
@@ -248,6 +257,20 @@ def run_episode(
     # What is known before the environment runs; replaced by what reset() reports (an MCP server's
     # tools/list), so a trajectory whose environment failed to start still records its declared space.
     action_space = env_cls.declared_action_space(task) or ActionSpace()
+    deadline_s = task.deadline_s or config.episode_deadline_s
+    deadline_hit = threading.Event()
+
+    def on_deadline() -> None:
+        deadline_hit.set()
+        try:
+            env.interrupt()
+        except Exception:  # a failing interrupt must not end the timer thread with a traceback
+            pass
+
+    watchdog = threading.Timer(deadline_s, on_deadline) if deadline_s and deadline_s > 0 else None
+    if watchdog is not None:
+        watchdog.daemon = True
+        watchdog.start()
     try:
         reset = env.reset(task)
         action_space = reset.action_space
@@ -258,6 +281,8 @@ def run_episode(
         observation: Observation | None = None
         max_turns = task.max_turns or config.max_turns
         while True:
+            if deadline_hit.is_set():
+                break
             if stop.is_set():
                 status, reason = TrajectoryStatus.ABORTED, "the runner was interrupted"
                 break
@@ -283,6 +308,18 @@ def run_episode(
                 )
             )
             observation = result.observation
+            if result.info.get(INFO_SYNC_LOST):
+                status = TrajectoryStatus.ENV_FAILURE
+                reason = f"terminal synchronisation lost: {result.info[INFO_SYNC_LOST]}"
+                break
+            end = result.info.get(INFO_EPISODE_END)
+            if isinstance(end, dict):
+                status = TrajectoryStatus(str(end.get("status", "env_failure")))
+                if status == TrajectoryStatus.COMPLETE:
+                    metadata["stop_reason"] = str(end.get("reason", ""))
+                else:
+                    reason = str(end.get("reason", "the environment ended the episode"))
+                break
     except PolicyError as exc:
         status, reason = TrajectoryStatus.POLICY_ERROR, str(exc)
     except _INFRA_ERRORS as exc:
@@ -291,7 +328,16 @@ def run_episode(
     except (SandboxError, docker.errors.DockerException, ValueError, OSError) as exc:
         status, reason = TrajectoryStatus.ENV_FAILURE, f"{type(exc).__name__}: {exc}"
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         env.close()
+    if deadline_hit.is_set():
+        status = TrajectoryStatus.ENV_FAILURE
+        reason = (
+            f"episode deadline of {deadline_s:g} s exceeded (task field deadline_s or --episode-deadline); "
+            "the environment was stopped"
+        )
+        metadata["deadline_exceeded"] = True
     oas = sum(1 for t in turns if t.metadata.get("out_of_action_space"))
     if oas:
         metadata["out_of_action_space_calls"] = oas

@@ -47,6 +47,7 @@ class SandboxLimits:
     step_timeout_s: float = 30.0
     output_cap_bytes: int = 64 * 1024  # per step, kept in the observation
     flood_limit_bytes: int = 32 * 1024 * 1024  # per step; beyond it the command is interrupted
+    helper_timeout_s: float = 60.0  # setup commands, initial-state capture, tool helpers
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> SandboxLimits:
         """These limits with a task's `limits` object applied; unknown keys are an error naming the key."""
@@ -141,9 +142,22 @@ class Sandbox:
         return sandbox
 
     # -- one-shot commands and files ---------------------------------------------------------------
-    def exec(self, command: list[str] | str, *, workdir: str = WORK_DIR, user: str = "") -> ExecResult:
-        """Run a command to completion outside the agent's shell; output is stdout+stderr as text."""
-        cmd = ["/bin/sh", "-c", command] if isinstance(command, str) else command
+    def exec(
+        self,
+        command: list[str] | str,
+        *,
+        workdir: str = WORK_DIR,
+        user: str = "",
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        """Run a command to completion outside the agent's shell; output is stdout+stderr as text.
+
+        Every such command has a time limit (`timeout_s`, default the sandbox's `helper_timeout_s`),
+        enforced inside the sandbox by `timeout`, which both base images have: on expiry the command is
+        killed and the exit code is 124 (137 if it ignored SIGTERM)."""
+        cmd = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        limit = self.limits.helper_timeout_s if timeout_s is None else timeout_s
+        cmd = ["timeout", "-k", "2", f"{max(0.1, limit):g}", *cmd]
         try:
             result = self.container.exec_run(cmd, workdir=workdir, user=user, demux=False)
         except docker.errors.APIError as exc:

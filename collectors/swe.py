@@ -230,7 +230,7 @@ class SWEEnvironment(ShellEnvironment):
             action=action,
             observation=Observation(text=command_output(output.text, command), format=ObservationFormat.TEXT),
             exit_code=output.exit_code,
-            info=output.info(),
+            info=self.shell_step_info(output),
         )
 
     def _helper(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -123,14 +123,19 @@ class TerminalEnvironment(ShellEnvironment):
         if action.kind == ActionKind.KEYSTROKES:
             keys = normalise_keystrokes(json.loads(action.text))
             action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
-            outputs = [
-                self.shell.send_keys(k["keystrokes"], duration_s=k["duration"], timeout_s=timeout)
-                for k in keys
-            ]
+            outputs: list[ShellOutput] = []
+            for k in keys:
+                outputs.append(
+                    self.shell.send_keys(k["keystrokes"], duration_s=k["duration"], timeout_s=timeout)
+                )
+                if outputs[-1].shell_ended:
+                    break  # the rest of the keys have no terminal to go to
             merged = ShellOutput(
                 text="".join(o.text for o in outputs),
                 exit_code=next((o.exit_code for o in reversed(outputs) if o.exit_code is not None), None),
                 prompt_returned=outputs[-1].prompt_returned if outputs else False,
+                late_bytes=sum(o.late_bytes for o in outputs),
+                shell_ended=next((o.shell_ended for o in outputs if o.shell_ended), None),
                 flooded=any(o.flooded for o in outputs),
                 omitted_bytes=sum(o.omitted_bytes for o in outputs),
                 total_bytes=sum(o.total_bytes for o in outputs),
@@ -150,7 +155,7 @@ class TerminalEnvironment(ShellEnvironment):
             action=action,
             observation=Observation(text=output.text, format=ObservationFormat.TERMINAL),
             exit_code=output.exit_code,
-            info=output.info(),
+            info=self.shell_step_info(output),
         )
 
 
