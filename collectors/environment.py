@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jsonschema
+
 if TYPE_CHECKING:
     from docker import DockerClient
 
 from collectors.recording import AsciicastWriter
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError, SandboxLimits
 from collectors.shell import PersistentShell, ShellOutput
-from schemas import Action, ActionKind, ActionSpace, Domain, Observation
+from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ToolSpec
 
 # Top-level task keys that hold a domain's configuration object: the domain names themselves.
 DOMAIN_CONFIG_KEYS = frozenset(d.value for d in Domain)
@@ -332,12 +334,67 @@ def parse_tool_call(action: Action) -> tuple[str, dict[str, Any]]:
         obj = json.loads(action.text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"tool call is not JSON ({exc.msg}): {action.text[:200]!r}") from exc
+    if not isinstance(obj, dict):
+        raise ValueError(f"tool call must be a JSON object, got {type(obj).__name__}: {action.text[:200]!r}")
     name = obj.get("name") or action.tool_name
-    arguments = obj.get("arguments") or {}
+    arguments = obj.get("arguments")
+    if arguments is None:
+        arguments = {}
     if isinstance(arguments, str):
-        arguments = json.loads(arguments or "{}")
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"the arguments of {name!r} are not valid JSON ({exc.msg} at column {exc.colno}): "
+                f"{arguments[:200]!r}"
+            ) from exc
     if not isinstance(name, str) or not isinstance(arguments, dict):
-        raise ValueError(f"tool call needs a string 'name' and an object 'arguments': {action.text[:200]!r}")
+        raise ValueError(
+            f"a tool call needs a string 'name' and an object 'arguments', got arguments of type "
+            f"{type(arguments).__name__}: {action.text[:200]!r}"
+        )
+    return name, arguments
+
+
+def argument_errors(tool: ToolSpec, arguments: Any) -> list[str]:
+    """Why `arguments` do not fit `tool`'s JSON schema ([] when they do). Fields the schema does not
+    name are an error unless the schema allows them explicitly, so nothing the agent invents (or an
+    internal field) reaches our code."""
+    schema = dict(tool.parameters or {"type": "object", "properties": {}})
+    schema.setdefault("additionalProperties", False)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    out = []
+    for error in errors:
+        where = "/".join(str(p) for p in error.absolute_path)
+        out.append(f"{where}: {error.message}" if where else error.message)
+    return out
+
+
+def checked_tool_call(action: Action, space: ActionSpace) -> tuple[str, dict[str, Any]] | StepResult:
+    """(name, arguments) of a TOOL_CALL action that names a tool of `space` with arguments matching its
+    schema; otherwise the turn to record: the action as the agent sent it and an error observation
+    (`invalid_tool_call` or `out_of_action_space` in the info). Never raises on what an agent sends."""
+    try:
+        name, arguments = parse_tool_call(action)
+    except (ValueError, TypeError) as exc:
+        return StepResult(
+            action=action,
+            observation=Observation(text=f"Error: {exc}", is_error=True),
+            info={"invalid_tool_call": True},
+        )
+    tools = {t.name: t for t in space.tools}
+    if name not in tools:
+        return out_of_action_space(action, space)
+    errors = argument_errors(tools[name], arguments)
+    if errors:
+        return StepResult(
+            action=action,
+            observation=Observation(
+                text=f"Error: invalid arguments for {name}: " + "; ".join(errors[:5]), is_error=True
+            ),
+            info={"invalid_tool_call": True},
+        )
     return name, arguments
 
 

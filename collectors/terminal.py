@@ -15,8 +15,7 @@ from collectors.environment import (
     ShellEnvironment,
     StepResult,
     Task,
-    out_of_action_space,
-    parse_tool_call,
+    checked_tool_call,
     record_initial_state,
 )
 from collectors.sandbox import WORK_DIR, SandboxError
@@ -109,19 +108,27 @@ class TerminalEnvironment(ShellEnvironment):
             raise SandboxError("step() before reset(): call reset(task) first")
         timeout = self.sandbox.limits.step_timeout_s
         if action.kind == ActionKind.TOOL_CALL:
-            name, arguments = parse_tool_call(action)
+            checked = checked_tool_call(action, ACTION_SPACE)
+            if isinstance(checked, StepResult):
+                return checked
+            name, arguments = checked
             if name == "run_command":
-                action = Action(kind=ActionKind.COMMAND, text=str(arguments.get("command", "")))
-            elif name == "send_keystrokes":
-                keys = normalise_keystrokes(arguments.get("keystrokes", []))
-                action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
+                action = Action(kind=ActionKind.COMMAND, text=str(arguments["command"]))
             else:
-                return out_of_action_space(action, ACTION_SPACE)
+                keys = normalise_keystrokes(arguments["keystrokes"])
+                action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
         if action.kind == ActionKind.COMMAND:
             output = self.shell.run_command(action.text, timeout_s=timeout)
             return self._result(action, output)
         if action.kind == ActionKind.KEYSTROKES:
-            keys = normalise_keystrokes(json.loads(action.text))
+            try:
+                keys = normalise_keystrokes(json.loads(action.text))
+            except (ValueError, TypeError) as exc:
+                return StepResult(
+                    action=action,
+                    observation=Observation(text=f"Error: cannot read keystrokes: {exc}", is_error=True),
+                    info={"invalid_tool_call": True},
+                )
             action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
             outputs: list[ShellOutput] = []
             for k in keys:
