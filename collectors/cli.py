@@ -36,6 +36,18 @@ def collect_command(
         "--episode-deadline",
         help="Wall-clock seconds per episode (a task's deadline_s overrides); beyond it: env_failure.",
     ),
+    temperature: float = typer.Option(
+        0.0, "--temperature", help="Sampling temperature of the openai policy."
+    ),
+    rollouts: int = typer.Option(
+        1, "--rollouts", min=1, help="Episodes per task (each its own LLM sample index and trajectory)."
+    ),
+    context_tokens: int = typer.Option(
+        0,
+        "--context-tokens",
+        min=0,
+        help="openai policy: drop the oldest turns beyond this many tokens (estimated); 0 keeps all.",
+    ),
     memory_mb: int = typer.Option(512, "--memory-mb", help="Memory limit per sandbox."),
     pids: int = typer.Option(256, "--pids", help="Process limit per sandbox."),
     flush_every: int = typer.Option(
@@ -55,6 +67,9 @@ def collect_command(
         limits=SandboxLimits(step_timeout_s=step_timeout, memory_mb=memory_mb, pids=pids),
         flush_every=flush_every,
         episode_deadline_s=episode_deadline,
+        temperature=temperature,
+        rollouts=rollouts,
+        context_tokens=context_tokens or None,
     )
     bar = Progress(
         TextColumn("[bold]collect[/] {task.description}"),

@@ -75,6 +75,9 @@ class CollectConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     flush_every: int = 8
     source_name: str | None = None
+    rollouts: int = 1  # episodes per task; each rollout samples the policy with its own sample index
+    temperature: float | None = 0.0  # the openai policy's sampling temperature
+    context_tokens: int | None = None  # the openai policy drops old turns beyond this estimate
     episode_deadline_s: float = 1800.0  # wall-clock limit per episode unless the task sets deadline_s
     llm_config: Any = None  # worldline.llm.LLMConfig for the openai policy; None reads the environment
 
@@ -98,17 +101,25 @@ def is_final(trajectory: Trajectory) -> bool:
     return not (trajectory.status == TrajectoryStatus.ENV_FAILURE and trajectory.metadata.get("retryable"))
 
 
+def episode_key(task_id: str, rollout: int = 0) -> str:
+    """One episode of a run: a task, or one of its rollouts (`--rollouts N`)."""
+    return task_id if rollout == 0 else f"{task_id}#{rollout}"
+
+
 def recorded_outcomes(out: Path) -> tuple[set[str], Counter[str]]:
-    """(task ids with a final outcome, attempts so far per task id) from what is published in OUT."""
+    """(episode keys with a final outcome, attempts so far per key) from what is published in OUT; a key
+    is the task id, with `#<rollout>` for rollouts after the first (see `episode_key`)."""
     final: set[str] = set()
     attempts: Counter[str] = Counter()
     if read_manifest(out) is None:
         return final, attempts
     for trajectory in iter_trajectories(out):
-        task_id = str(trajectory.metadata.get("task_id", ""))
-        attempts[task_id] += 1
+        key = episode_key(
+            str(trajectory.metadata.get("task_id", "")), int(trajectory.metadata.get("rollout", 0))
+        )
+        attempts[key] += 1
         if is_final(trajectory):
-            final.add(task_id)
+            final.add(key)
     return final, attempts
 
 
@@ -160,9 +171,10 @@ def collect(
         reap_orphans(client)
     install_signal_cleanup()
     final, attempts = recorded_outcomes(config.out) if config.resume else (set(), Counter())
-    pending = [t for t in tasks if t.id not in final]
+    episodes = [(t, r) for t in tasks for r in range(max(1, config.rollouts))]
+    pending = [(t, r) for t, r in episodes if episode_key(t.id, r) not in final]
     if on_start is not None:
-        on_start(len(tasks), len(tasks) - len(pending))
+        on_start(len(episodes), len(episodes) - len(pending))
     llm_client = None
     if config.policy == "openai":
         from worldline.llm import LLMNotConfigured, SyncLLMClient
@@ -178,17 +190,25 @@ def collect(
     run_label = f"collect-{int(time.time())}"
     try:
         with ThreadPoolExecutor(max_workers=max(1, config.concurrency), thread_name_prefix="collect") as pool:
-            futures: dict[Future[Trajectory], Task] = {}
+            futures: dict[Future[Trajectory], tuple[Task, int]] = {}
             queue = list(pending)
             try:
                 while queue or futures:
                     while queue and len(futures) < max(1, config.concurrency):
-                        task = queue.pop(0)
-                        policy = make_policy(config.policy, llm_client=llm_client, max_turns=config.max_turns)
-                        fut = pool.submit(
-                            run_episode, config, client, task, policy, attempts[task.id] + 1, stop, run_label
+                        task, rollout = queue.pop(0)
+                        policy = make_policy(
+                            config.policy,
+                            llm_client=llm_client,
+                            max_turns=config.max_turns,
+                            temperature=config.temperature,
+                            sample_index=rollout,
+                            context_tokens=config.context_tokens,
                         )
-                        futures[fut] = task
+                        attempt = attempts[episode_key(task.id, rollout)] + 1
+                        fut = pool.submit(
+                            run_episode, config, client, task, policy, attempt, stop, run_label, rollout
+                        )
+                        futures[fut] = (task, rollout)
                     done, _ = wait(futures, return_when=FIRST_COMPLETED)
                     for fut in done:
                         futures.pop(fut)
@@ -235,12 +255,13 @@ def run_episode(
     attempt: int,
     stop: threading.Event,
     run_label: str,
+    rollout: int = 0,
 ) -> Trajectory:
     """One task end to end in its own sandbox; every outcome becomes a trajectory, never an exception."""
     source_name = config.source_name or f"worldline-collect/{config.env}"
-    parts = [source_name, str(config.tasks_path.name), task.id] + (
-        [f"attempt-{attempt}"] if attempt > 1 else []
-    )
+    parts = [source_name, str(config.tasks_path.name), task.id]
+    parts += [f"rollout-{rollout}"] if rollout else []
+    parts += [f"attempt-{attempt}"] if attempt > 1 else []
     trajectory_id = stable_id(*parts)
     cast_rel = f"{CASTS_DIR}/{trajectory_id}.cast"
     env_cls = environment_class(config.env)
@@ -252,6 +273,8 @@ def run_episode(
     turns: list[Turn] = []
     status, reason = TrajectoryStatus.COMPLETE, None
     metadata: dict[str, Any] = {"task_id": task.id, "attempt": attempt, "tasks_file": str(config.tasks_path)}
+    if config.rollouts > 1:
+        metadata["rollout"] = rollout
     metadata.update({f"task.{k}": v for k, v in task.metadata.items()})
     initial_state: str | None = None
     # What is known before the environment runs; replaced by what reset() reports (an MCP server's
@@ -304,7 +327,7 @@ def run_episode(
                     started_at=started_at,
                     duration_s=round(time.monotonic() - t0, 6),
                     exit_code=result.exit_code,
-                    metadata=result.info,
+                    metadata={**result.info, "policy": decision.info} if decision.info else result.info,
                 )
             )
             observation = result.observation
