@@ -265,10 +265,12 @@ def run_episode(
     trajectory_id = stable_id(*parts)
     cast_rel = f"{CASTS_DIR}/{trajectory_id}.cast"
     env_cls = environment_class(config.env)
+    deadline_s = task.deadline_s or config.episode_deadline_s
+    limits = config.limits
+    if deadline_s and limits.ttl_s < deadline_s + 600:
+        limits = limits.with_overrides({"ttl_s": deadline_s + 600})  # the sandbox outlives its episode
     env = env_cls(
-        EnvironmentOptions(
-            client=client, limits=config.limits, cast_path=config.out / cast_rel, run_label=run_label
-        )
+        EnvironmentOptions(client=client, limits=limits, cast_path=config.out / cast_rel, run_label=run_label)
     )
     turns: list[Turn] = []
     status, reason = TrajectoryStatus.COMPLETE, None
@@ -280,7 +282,6 @@ def run_episode(
     # What is known before the environment runs; replaced by what reset() reports (an MCP server's
     # tools/list), so a trajectory whose environment failed to start still records its declared space.
     action_space = env_cls.declared_action_space(task) or ActionSpace()
-    deadline_s = task.deadline_s or config.episode_deadline_s
     deadline_hit = threading.Event()
 
     def on_deadline() -> None:

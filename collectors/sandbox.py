@@ -15,6 +15,7 @@ import signal
 import socket
 import tarfile
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -31,6 +32,7 @@ LABEL = "worldline.sandbox"
 LABEL_OWNER_PID = "worldline.owner_pid"
 LABEL_OWNER_HOST = "worldline.owner_host"
 LABEL_RUN = "worldline.run"
+LABEL_EXPIRES = "worldline.expires"  # unix time after which the sandbox removes itself
 WORK_DIR = "/work"
 
 
@@ -42,7 +44,10 @@ class SandboxLimits:
     cpus: float = 1.0
     pids: int = 256
     work_dir_mb: int = 256  # size of the /work tmpfs: the disk an agent can fill
-    tmp_mb: int = 64
+    tmp_mb: int = 64  # each of /tmp and /var/tmp
+    run_mb: int = 16  # /run
+    shm_mb: int = 64  # /dev/shm
+    ttl_s: float = 3 * 3600  # the sandbox stops and is removed by the engine after this, whatever happens
     network: bool = False
     step_timeout_s: float = 30.0
     output_cap_bytes: int = 64 * 1024  # per step, kept in the observation
@@ -101,10 +106,16 @@ class Sandbox:
         """Start a container that idles until commands are exec'd into it."""
         ref = engine.image_reference(client, image)
         name = f"worldline-{uuid.uuid4().hex[:12]}"
+        if _LIVE.closing:
+            raise SandboxError(f"sandbox {name}: not created, the process is shutting down")
+        _LIVE.begin_create(name)
         try:
             container = client.containers.run(
                 ref,
-                ["sleep", "infinity"],
+                # The main process ends at the time-to-live; auto_remove then deletes the container, so a
+                # sandbox outlives a SIGKILLed runner by at most ttl_s.
+                ["sleep", f"{max(1, int(limits.ttl_s))}"],
+                auto_remove=True,
                 name=name,
                 detach=True,
                 hostname="sandbox",
@@ -114,11 +125,16 @@ class Sandbox:
                 nano_cpus=int(limits.cpus * 1e9),
                 pids_limit=limits.pids,
                 read_only=True,
+                # The writable paths, declared explicitly so Podman (which adds its own tmpfs on a read-only
+                # root) and Docker (which adds none) give a task the same ones with the same sizes.
                 tmpfs={
                     WORK_DIR: f"size={limits.work_dir_mb}m,mode=1777",
                     "/tmp": f"size={limits.tmp_mb}m,mode=1777",
+                    "/var/tmp": f"size={limits.tmp_mb}m,mode=1777",
+                    "/run": f"size={limits.run_mb}m,mode=0755",
                     "/root": "size=16m,mode=0700",
                 },
+                shm_size=f"{limits.shm_mb}m",
                 working_dir=WORK_DIR,
                 environment={"HOME": "/root", "LANG": "C.UTF-8", **(environment or {})},
                 cap_drop=["NET_RAW", "SYS_ADMIN", "MKNOD", "SYS_PTRACE"],
@@ -129,16 +145,26 @@ class Sandbox:
                     LABEL_OWNER_PID: str(os.getpid()),
                     LABEL_OWNER_HOST: socket.gethostname(),
                     LABEL_RUN: run_label,
+                    LABEL_EXPIRES: str(int(time.time() + limits.ttl_s)),
                 },
             )
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, OSError) as exc:
             # A half-created container must not outlive the failure.
             _remove_quietly(client, name)
+            _LIVE.end_create(name)
             raise SandboxError(
                 f"sandbox {name} from image {image}: the engine refused to start it: {exc}"
             ) from exc
+        except BaseException:
+            _remove_quietly(client, name)
+            _LIVE.end_create(name)
+            raise
         sandbox = cls(client=client, container=container, limits=limits, image=image, name=name)
         _LIVE.add(sandbox)
+        _LIVE.end_create(name)
+        if _LIVE.closing:  # a signal arrived while the engine was creating it
+            sandbox.close()
+            raise SandboxError(f"sandbox {name}: removed at once, the process is shutting down")
         return sandbox
 
     # -- one-shot commands and files ---------------------------------------------------------------
@@ -225,6 +251,20 @@ class _LiveSandboxes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._items: set[Sandbox] = set()
+        self._creating: set[str] = set()  # names the engine is creating right now
+        self.closing = False  # set by a terminating signal: no new sandboxes
+
+    def begin_create(self, name: str) -> None:
+        with self._lock:
+            self._creating.add(name)
+
+    def end_create(self, name: str) -> None:
+        with self._lock:
+            self._creating.discard(name)
+
+    def creating(self) -> int:
+        with self._lock:
+            return len(self._creating)
 
     def add(self, sandbox: Sandbox) -> None:
         with self._lock:
@@ -261,12 +301,23 @@ def remove_all_live() -> int:
 atexit.register(remove_all_live)
 
 
+def shutdown_sandboxes(wait_s: float = 30.0) -> int:
+    """Stop creating sandboxes, remove the live ones, wait (bounded) for those the engine is still
+    creating and remove them too; returns how many were removed."""
+    _LIVE.closing = True
+    removed = remove_all_live()
+    deadline = time.monotonic() + wait_s
+    while _LIVE.creating() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return removed + remove_all_live()
+
+
 def install_signal_cleanup() -> None:
     """On SIGTERM/SIGHUP remove live sandboxes, then die as the signal asked (Ctrl-C raises
     KeyboardInterrupt, which unwinds through each sandbox's context manager and the atexit hook)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        remove_all_live()
+        shutdown_sandboxes()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
