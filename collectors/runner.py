@@ -8,12 +8,14 @@ final and runs again. Nothing that was not published counts, so a SIGKILL loses 
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +49,13 @@ from schemas import (
     stable_id,
     utc_now,
 )
+from schemas.shards import MANIFEST_NAME, Manifest, atomic_write_json
 
 CASTS_DIR = "casts"
+# Outcomes that are not final (aborted, engine outage) are kept here, a dataset of its own inside OUT:
+# OUT's manifest lists final outcomes only, exactly one per task (and rollout), so readers of OUT (pools
+# build) never see an attempt that a resumed run superseded.
+ATTEMPTS_DIR = "attempts"
 # Engine/transport failures: the environment did not fail, the infrastructure did; retried on resume.
 _INFRA_ERRORS: tuple[type[BaseException], ...] = (
     engine.EngineUnavailable,
@@ -78,7 +85,10 @@ class CollectConfig:
     rollouts: int = 1  # episodes per task; each rollout samples the policy with its own sample index
     temperature: float | None = 0.0  # the openai policy's sampling temperature
     context_tokens: int | None = None  # the openai policy drops old turns beyond this estimate
-    episode_deadline_s: float = 1800.0  # wall-clock limit per episode unless the task sets deadline_s
+    episode_deadline_s: float = 1800.0
+    shard: tuple[int, int] | None = (
+        None  # (K, N): collect only shard K of N into OUT/shard-K-of-N  # wall-clock limit per episode unless the task sets deadline_s
+    )
     llm_config: Any = None  # worldline.llm.LLMConfig for the openai policy; None reads the environment
 
 
@@ -92,6 +102,56 @@ class CollectSummary:
     by_status: Counter[str]
     seconds: float
     out: Path
+
+
+def shard_of(task_id: str, count: int) -> int:
+    """The shard (0..count-1) a task belongs to: a hash of its id, so the partition depends on nothing
+    but the ids (not the order of the task file, not the machine) and every task is in exactly one."""
+    return int.from_bytes(hashlib.sha256(task_id.encode("utf-8")).digest()[:8], "big") % count
+
+
+def shard_dir(index: int, count: int) -> str:
+    return f"shard-{index}-of-{count}"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`K/N` with 0 <= K < N (K is Kubernetes' JOB_COMPLETION_INDEX); errors say what is expected."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match or not 0 <= int(match.group(1)) < int(match.group(2)):
+        raise CollectError(f"--shard {text!r}: expected K/N with 0 <= K < N, e.g. 0/4")
+    return int(match.group(1)), int(match.group(2))
+
+
+def merge_shards(out: Path, *, allow_missing: bool = False) -> Manifest:
+    """Write OUT/manifest.json listing the published parts of every OUT/shard-K-of-N folder, so OUT reads
+    as one dataset (`pools build --in OUT`). Refuses mixed shard counts, and missing shards unless
+    `allow_missing`."""
+    found: dict[int, Manifest] = {}
+    counts: set[int] = set()
+    for folder in sorted(out.glob("shard-*-of-*")):
+        match = re.fullmatch(r"shard-(\d+)-of-(\d+)", folder.name)
+        manifest = read_manifest(folder) if match and folder.is_dir() else None
+        if match is None or manifest is None:
+            continue
+        counts.add(int(match.group(2)))
+        found[int(match.group(1))] = manifest
+    if not found:
+        raise CollectError(f"{out}: no shard folders (shard-K-of-N with a manifest.json) to merge")
+    if len(counts) > 1:
+        raise CollectError(f"{out}: shard folders of different shard counts {sorted(counts)}; merge one run")
+    (count,) = counts
+    missing = sorted(set(range(count)) - set(found))
+    if missing and not allow_missing:
+        raise CollectError(
+            f"{out}: shard(s) {', '.join(map(str, missing))} of {count} have no published dataset yet; "
+            "run them (worldline collect --shard K/N) or pass --allow-missing"
+        )
+    merged = Manifest(extra={"merged_shards": sorted(found), "shard_count": count})
+    for index in sorted(found):
+        for f in found[index].files:
+            merged.files.append(replace(f, path=f"{shard_dir(index, count)}/{f.path}"))
+    atomic_write_json(out / MANIFEST_NAME, merged.to_json())
+    return merged
 
 
 def is_final(trajectory: Trajectory) -> bool:
@@ -111,16 +171,21 @@ def recorded_outcomes(out: Path) -> tuple[set[str], Counter[str]]:
     is the task id, with `#<rollout>` for rollouts after the first (see `episode_key`)."""
     final: set[str] = set()
     attempts: Counter[str] = Counter()
-    if read_manifest(out) is None:
-        return final, attempts
-    for trajectory in iter_trajectories(out):
+    for folder in (out, out / ATTEMPTS_DIR):
+        if read_manifest(folder) is None:
+            continue
+        _count_outcomes(folder, final, attempts)
+    return final, attempts
+
+
+def _count_outcomes(folder: Path, final: set[str], attempts: Counter[str]) -> None:
+    for trajectory in iter_trajectories(folder):
         key = episode_key(
             str(trajectory.metadata.get("task_id", "")), int(trajectory.metadata.get("rollout", 0))
         )
         attempts[key] += 1
         if is_final(trajectory):
             final.add(key)
-    return final, attempts
 
 
 def preflight(config: CollectConfig, tasks: list[Task]) -> Any:
@@ -166,6 +231,10 @@ def collect(
     except (KeyError, ValueError) as exc:
         raise CollectError(str(exc)) from exc
     tasks = load_tasks(config.tasks_path)
+    if config.shard is not None:
+        index, count = config.shard
+        tasks = [t for t in tasks if shard_of(t.id, count) == index]
+        config = replace(config, out=config.out / shard_dir(index, count), shard=None)
     client = preflight(config, tasks)
     if client is not None:
         reap_orphans(client)
@@ -187,6 +256,16 @@ def collect(
     by_status: Counter[str] = Counter()
     written = 0
     writer = ShardWriter(config.out)
+    attempts_writer: list[ShardWriter] = []  # opened on the first outcome that is not final
+
+    def publish(trajectory: Trajectory) -> None:
+        if is_final(trajectory):
+            writer.write(trajectory)
+            return
+        if not attempts_writer:
+            attempts_writer.append(ShardWriter(config.out / ATTEMPTS_DIR))
+        attempts_writer[0].write(trajectory)
+
     run_label = f"collect-{int(time.time())}"
     try:
         with ThreadPoolExecutor(max_workers=max(1, config.concurrency), thread_name_prefix="collect") as pool:
@@ -213,7 +292,7 @@ def collect(
                     for fut in done:
                         futures.pop(fut)
                         trajectory = fut.result()
-                        writer.write(trajectory)
+                        publish(trajectory)
                         written += 1
                         by_status[trajectory.status.value] += 1
                         if written % max(1, config.flush_every) == 0:
@@ -229,12 +308,14 @@ def collect(
                         trajectory = fut.result()
                     except BaseException:
                         continue
-                    writer.write(trajectory)
+                    publish(trajectory)
                     written += 1
                     by_status[trajectory.status.value] += 1
                 raise
     finally:
         writer.close()
+        for extra in attempts_writer:
+            extra.close()
         if llm_client is not None:
             llm_client.close()
     return CollectSummary(
