@@ -98,3 +98,39 @@ def test_writable_paths_are_declared_and_size_limited(engine_client: DockerClien
         "/run": str(4 * 1024),
         "/dev/shm": str(6 * 1024),
     }
+
+
+def conmon_processes(container_id: str) -> int:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    return sum(1 for line in out.splitlines() if "conmon" in line.split(" ")[0] and container_id[:12] in line)
+
+
+@pytest.mark.slow
+def test_finished_execs_leave_no_conmon_behind(tmp_path: Path) -> None:
+    """With the project's engine configuration (infra/containers.conf), a long run's helper execs do
+    not pile up Podman's conmon processes. A private service reads the file as `make setup` does."""
+    conf = Path(__file__).resolve().parent.parent / "infra" / "containers.conf"
+    sock = tmp_path / "podman.sock"
+    service = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{sock}"],
+        env={**os.environ, "CONTAINERS_CONF": str(conf)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        client = DockerClient(base_url=f"unix://{sock}", timeout=60)
+        with Sandbox.create(client, engine.DEBIAN_IMAGE, SandboxLimits()) as box:
+            for _ in range(20):
+                box.exec(["true"])
+            deadline = time.monotonic() + 30
+            while conmon_processes(box.container.id) > 1 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert conmon_processes(box.container.id) == 1  # the container's own, none per exec
+        client.close()
+    finally:
+        os.killpg(service.pid, signal.SIGTERM)
+        service.wait(timeout=30)
