@@ -267,6 +267,7 @@ class ShellEnvironment(Environment):
 
     screen_cols = 160
     screen_rows = 40
+    render_cols: int | None = None  # None: observations wrap at screen_cols, as the terminal showed them
 
     def __init__(self, options: EnvironmentOptions) -> None:
         super().__init__(options)
@@ -281,7 +282,12 @@ class ShellEnvironment(Environment):
             )
             self.casts.append(self.options.cast_path)
         self.shell = PersistentShell(
-            sandbox, cols=self.screen_cols, rows=self.screen_rows, recorder=self.recorder, workdir=workdir
+            sandbox,
+            cols=self.screen_cols,
+            rows=self.screen_rows,
+            recorder=self.recorder,
+            workdir=workdir,
+            render_cols=self.render_cols,
         )
         return self.shell.start()
 

@@ -220,9 +220,13 @@ class PersistentShell:
         rows: int = 40,
         recorder: AsciicastWriter | None = None,
         workdir: str = WORK_DIR,
+        render_cols: int | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.cols, self.rows = cols, rows
+        # The width observations are rendered at: the terminal's (lines wrap as the user saw them), or
+        # wider for tool output that is read as text (SWE's Bash) rather than looked at.
+        self.render_cols = render_cols or cols
         self.recorder = recorder
         self.screen = TerminalScreen(cols, rows)
         self.workdir = workdir
@@ -235,7 +239,7 @@ class PersistentShell:
         self.ended: str | None = None  # set once the shell is gone
 
     # -- lifecycle ----------------------------------------------------------------------------------
-    def start(self, timeout_s: float = 10.0) -> str:
+    def start(self, timeout_s: float = 30.0) -> str:
         """Start bash and return the first prompt as the terminal shows it."""
         api = self.sandbox.client.api
         try:
@@ -386,10 +390,10 @@ class PersistentShell:
         if self.screen.alternate:
             return self.screen.display()
         prompt_line = self.screen.cursor_line()
-        head_text = render_terminal(head, self.cols, prefix=prompt_line)
+        head_text = render_terminal(head, self.render_cols, prefix=prompt_line)
         if not omitted and not tail:
             return head_text
-        tail_text = render_terminal(tail, self.cols)
+        tail_text = render_terminal(tail, self.render_cols)
         marker = f"[worldline: output truncated: {omitted} bytes omitted]" if omitted else ""
         return "\n".join(p for p in (head_text, marker, tail_text) if p)
 

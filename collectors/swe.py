@@ -183,6 +183,7 @@ class SWEEnvironment(ShellEnvironment):
 
     domain = Domain.SWE
     default_image = DEBIAN_IMAGE
+    render_cols = 4096  # Bash output is tool output: long lines stay whole
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -304,11 +305,13 @@ class SWEEnvironment(ShellEnvironment):
 
 
 def command_output(terminal_text: str, command: str) -> str:
-    """The output of a Bash call without the terminal's echo of the command and the closing prompt."""
+    """The output of a Bash call without the terminal's echo of the command's first line and the closing
+    prompt. The prompts and echoes of a multi-line command's later lines stay: they are how the terminal
+    interleaved them with the output."""
     lines = terminal_text.split("\n")
-    echoed = command.rstrip("\n").count("\n") + 1
-    if lines and lines[0].strip() == command.split("\n")[0].strip():
-        lines = lines[echoed:]
+    first = command.split("\n")[0].strip()
+    if lines and lines[0].strip() == first:
+        lines = lines[1:]
     notes = [line for line in lines if line.startswith("[worldline: ")]
     body = [line for line in lines if not line.startswith("[worldline: ")]
     if body and body[-1].rstrip().endswith(("$", "#")) and "@sandbox:" in body[-1]:
