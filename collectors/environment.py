@@ -238,7 +238,7 @@ class Environment(ABC):
             sandbox.put_files(task.files)
         for command in task.setup:
             result = sandbox.exec(command)
-            if result.exit_code in (124, 137) and "timeout" not in command:
+            if result.timed_out:
                 raise SandboxError(
                     f"task {task.id}: setup command {command!r} did not finish within "
                     f"{limits.helper_timeout_s:g} s (limits.helper_timeout_s) and was killed"

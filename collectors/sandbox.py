@@ -76,6 +76,7 @@ class ExecResult:
 
     exit_code: int
     output: str
+    timed_out: bool = False  # killed by the time limit (coreutils says 124, busybox 143, SIGKILL 137)
 
 
 class SandboxError(RuntimeError):
@@ -184,14 +185,15 @@ class Sandbox:
         cmd = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         limit = self.limits.helper_timeout_s if timeout_s is None else timeout_s
         cmd = ["timeout", "-k", "2", f"{max(0.1, limit):g}", *cmd]
+        started = time.monotonic()
         try:
             result = self.container.exec_run(cmd, workdir=workdir, user=user, demux=False)
         except docker.errors.APIError as exc:
             raise SandboxError(f"sandbox {self.name}: exec {cmd!r} failed: {exc}") from exc
         output = (result.output or b"").decode("utf-8", "replace")
-        return ExecResult(
-            exit_code=int(result.exit_code if result.exit_code is not None else -1), output=output
-        )
+        code = int(result.exit_code if result.exit_code is not None else -1)
+        timed_out = code in (124, 137, 143) and time.monotonic() - started >= 0.9 * limit
+        return ExecResult(exit_code=code, output=output, timed_out=timed_out)
 
     def put_files(self, files: Mapping[str, str | bytes], *, base: str = WORK_DIR) -> None:
         """Write files (paths relative to `base`) into the sandbox through the engine's archive API."""

@@ -291,7 +291,7 @@ class SWEEnvironment(ShellEnvironment):
         try:
             reply: dict[str, Any] = json.loads(result.output)
         except json.JSONDecodeError:
-            if result.exit_code in (124, 137):
+            if result.timed_out:
                 limit = self.sandbox.limits.helper_timeout_s
                 return {
                     "text": f"Error: the tool did not finish within {limit:g} s and was stopped",
