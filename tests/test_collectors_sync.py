@@ -81,6 +81,15 @@ def test_nested_bash_keeps_synchronisation(terminal: TerminalEnvironment) -> Non
     assert f"back {outer}\n" in text and code == 0
 
 
+def test_su_keeps_synchronisation_and_a_login_shell_is_marked(terminal: TerminalEnvironment) -> None:
+    _, _, info = cmd(terminal, "su")
+    text, _, info = cmd(terminal, "echo in-su")
+    assert "in-su\n" in text and info["timed_out"] is False
+    cmd(terminal, "exit")
+    _, _, info = cmd(terminal, "su -")  # a login shell starts from a clean environment
+    assert INFO_SYNC_LOST in info
+
+
 def test_replaced_prompt_keeps_synchronisation(terminal: TerminalEnvironment) -> None:
     cmd(terminal, "PS1='custom> '")
     text, code, info = cmd(terminal, "echo after-ps1")
