@@ -38,6 +38,9 @@ PS1 = r"\u@\h:\w\$ "
 # How long a command step waits for the prompt after the Ctrl-C that follows a timeout.
 _INTERRUPT_GRACE_S = 3.0
 SYNC_LOST = "sync_lost"
+# Before a command that follows a step which did not end at the prompt (keystrokes, a timeout), output
+# is collected this long first, so a prompt already on its way is not taken for this step's end.
+_SETTLE_S = 0.05
 
 
 def prompt_command(secret: str) -> str:
@@ -320,7 +323,8 @@ class PersistentShell:
             return self._ended_output(capture)
         # Output that arrived after the previous step ended (a prompt after keystrokes, a background
         # job) is shown before this step's input, as on a real terminal, and counted.
-        self._pump(capture, time.monotonic(), stop_on_prompt=False)
+        settle = _SETTLE_S if until_prompt and not self.at_prompt else 0.0
+        self._pump(capture, time.monotonic() + settle, stop_on_prompt=False)
         late = capture.total
         if data:
             self.at_prompt = False
