@@ -83,7 +83,7 @@ def test_shards_merge_into_one_dataset_pools_can_read(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.engine
 def test_resume_after_ctrl_c_publishes_one_final_record_per_task(tmp_path: Path) -> None:
-    ids = [f"r{i}" for i in range(4)]
+    ids = [f"r{i}" for i in range(10)]
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(
         "".join(
@@ -100,7 +100,7 @@ def test_resume_after_ctrl_c_publishes_one_final_record_per_task(tmp_path: Path)
         "--out",
         str(out),
         "-j",
-        "4",
+        "8",
         "--no-progress",
     ]
     runner = subprocess.Popen(
@@ -116,6 +116,7 @@ def test_resume_after_ctrl_c_publishes_one_final_record_per_task(tmp_path: Path)
     time.sleep(1.5)  # the episodes are in their first step
     os.kill(runner.pid, signal.SIGINT)
     assert runner.wait(timeout=60) == 130
+    assert client.containers.list(all=True, filters={"label": label}) == []  # Ctrl-C left no sandbox
     aborted = list(iter_trajectories(out / ATTEMPTS_DIR))
     assert aborted and all(t.status == TrajectoryStatus.ABORTED for t in aborted)
     collect(
