@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from collectors.environment import DOMAIN_MODULES, TaskError
 from collectors.policies import POLICIES
-from collectors.runner import CollectConfig, CollectError, collect
+from collectors.runner import CollectConfig, CollectError, collect, merge_shards, parse_shard
 from collectors.sandbox import SandboxLimits
 
 console = Console(stderr=True)
@@ -31,14 +31,42 @@ def collect_command(
     step_timeout: float = typer.Option(
         30.0, "--step-timeout", help="Seconds before a command is interrupted."
     ),
+    episode_deadline: float = typer.Option(
+        1800.0,
+        "--episode-deadline",
+        help="Wall-clock seconds per episode (a task's deadline_s overrides); beyond it: env_failure.",
+    ),
+    temperature: float = typer.Option(
+        0.0, "--temperature", help="Sampling temperature of the openai policy."
+    ),
+    rollouts: int = typer.Option(
+        1, "--rollouts", min=1, help="Episodes per task (each its own LLM sample index and trajectory)."
+    ),
+    context_tokens: int = typer.Option(
+        0,
+        "--context-tokens",
+        min=0,
+        help="openai policy: drop the oldest turns beyond this many tokens (estimated); 0 keeps all.",
+    ),
     memory_mb: int = typer.Option(512, "--memory-mb", help="Memory limit per sandbox."),
     pids: int = typer.Option(256, "--pids", help="Process limit per sandbox."),
     flush_every: int = typer.Option(
         8, "--flush-every", min=1, help="Publish a shard part every N trajectories."
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    shard: str = typer.Option(
+        "",
+        "--shard",
+        help="K/N: collect only shard K (0-based) of N, a hash partition of the task ids, into "
+        "OUT/shard-K-of-N; `worldline collect-merge OUT` then makes OUT one dataset.",
+    ),
 ) -> None:
     """Run tasks in sandboxes with a policy and write trajectories (resumable, atomic shards)."""
+    try:
+        shard_spec = parse_shard(shard) if shard else None
+    except CollectError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
     config = CollectConfig(
         env=env,
         tasks_path=tasks,
@@ -49,6 +77,11 @@ def collect_command(
         max_turns=max_turns,
         limits=SandboxLimits(step_timeout_s=step_timeout, memory_mb=memory_mb, pids=pids),
         flush_every=flush_every,
+        episode_deadline_s=episode_deadline,
+        temperature=temperature,
+        rollouts=rollouts,
+        context_tokens=context_tokens or None,
+        shard=shard_spec,
     )
     bar = Progress(
         TextColumn("[bold]collect[/] {task.description}"),
@@ -131,7 +164,26 @@ def reap_command(
     Console().print(f"removed {len(removed)} sandbox(es)" + (f": {', '.join(removed)}" if removed else ""))
 
 
+def collect_merge_command(
+    out: Path = typer.Argument(..., exists=True, file_okay=False, help="The --out folder of the shards."),
+    allow_missing: bool = typer.Option(
+        False, "--allow-missing", help="Merge even if some shards are missing."
+    ),
+) -> None:
+    """Write OUT/manifest.json over every OUT/shard-K-of-N dataset so OUT reads as one (pools build --in OUT)."""
+    try:
+        manifest = merge_shards(out, allow_missing=allow_missing)
+    except CollectError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    shards = manifest.extra["merged_shards"]
+    console.print(
+        f"{out}: {manifest.rows} trajectories in {len(manifest.files)} part(s) from {len(shards)} shard(s)"
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Mount the collector commands on the `worldline` CLI."""
     app.command("collect")(collect_command)
+    app.command("collect-merge")(collect_merge_command)
     app.add_typer(sandbox_app, name="sandbox")

@@ -19,13 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jsonschema
+
 if TYPE_CHECKING:
     from docker import DockerClient
 
 from collectors.recording import AsciicastWriter
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError, SandboxLimits
-from collectors.shell import PersistentShell
-from schemas import Action, ActionKind, ActionSpace, Domain, Observation
+from collectors.shell import PersistentShell, ShellOutput
+from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ToolSpec
 
 # Top-level task keys that hold a domain's configuration object: the domain names themselves.
 DOMAIN_CONFIG_KEYS = frozenset(d.value for d in Domain)
@@ -49,6 +51,7 @@ class Task:
     limits: dict[str, Any] = field(default_factory=dict)
     actions: list[Any] = field(default_factory=list)  # scripted policy: the actions to replay
     max_turns: int | None = None
+    deadline_s: float | None = None  # wall-clock limit of the whole episode (default: --episode-deadline)
     simulation_instruction: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     # Per-domain configuration objects by domain name, e.g. {"mcp": {"server": "filesystem"}}; in the
@@ -121,6 +124,16 @@ class ResetResult:
     initial_state: str
     action_space: ActionSpace
     info: dict[str, Any] = field(default_factory=dict)
+
+
+# StepResult.info keys the runner acts on, for every domain:
+# - INFO_SYNC_LOST: str, why later observations could not be attributed to their actions; the runner
+#   keeps this turn and ends the trajectory as env_failure with that reason.
+# - INFO_EPISODE_END: {"status": "complete" | "env_failure", "reason": str}; the environment cannot take
+#   another action (the agent exited the shell, the shell was killed, the sandbox died); the runner keeps
+#   this turn and ends the trajectory with that status.
+INFO_SYNC_LOST = "sync_lost"
+INFO_EPISODE_END = "episode_end"
 
 
 @dataclass
@@ -196,6 +209,12 @@ class Environment(ABC):
     def close(self) -> None:
         """Remove the sandbox; idempotent and safe after any failure."""
 
+    def interrupt(self) -> None:
+        """Called from another thread when the episode's wall-clock deadline passes: make a blocked
+        `reset` or `step` return (or raise) soon. The default closes the environment; the runner still
+        calls `close()` afterwards."""
+        self.close()
+
     def __enter__(self) -> Environment:
         return self
 
@@ -221,6 +240,11 @@ class Environment(ABC):
             sandbox.put_files(task.files)
         for command in task.setup:
             result = sandbox.exec(command)
+            if result.timed_out:
+                raise SandboxError(
+                    f"task {task.id}: setup command {command!r} did not finish within "
+                    f"{limits.helper_timeout_s:g} s (limits.helper_timeout_s) and was killed"
+                )
             if result.exit_code != 0:
                 raise SandboxError(
                     f"task {task.id}: setup command {command!r} exited {result.exit_code}: "
@@ -246,6 +270,7 @@ class ShellEnvironment(Environment):
 
     screen_cols = 160
     screen_rows = 40
+    render_cols: int | None = None  # None: observations wrap at screen_cols, as the terminal showed them
 
     def __init__(self, options: EnvironmentOptions) -> None:
         super().__init__(options)
@@ -260,9 +285,33 @@ class ShellEnvironment(Environment):
             )
             self.casts.append(self.options.cast_path)
         self.shell = PersistentShell(
-            sandbox, cols=self.screen_cols, rows=self.screen_rows, recorder=self.recorder, workdir=workdir
+            sandbox,
+            cols=self.screen_cols,
+            rows=self.screen_rows,
+            recorder=self.recorder,
+            workdir=workdir,
+            render_cols=self.render_cols,
         )
         return self.shell.start()
+
+    def interrupt(self) -> None:
+        """Unblock a step from another thread: shut the PTY down and remove the sandbox (a blocked
+        helper call returns when its container goes); `close()` then releases the rest."""
+        if self.shell is not None:
+            self.shell.interrupt()
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+    def shell_step_info(self, output: ShellOutput) -> dict[str, Any]:
+        """Turn metadata of a shell step, with the episode's end when the shell is gone."""
+        info = output.info()
+        if output.shell_ended:
+            exited = output.shell_ended.startswith("the shell exited")
+            info[INFO_EPISODE_END] = {
+                "status": "complete" if exited else "env_failure",
+                "reason": output.shell_ended,
+            }
+        return info
 
     def close(self) -> None:
         if self.shell is not None:
@@ -294,12 +343,67 @@ def parse_tool_call(action: Action) -> tuple[str, dict[str, Any]]:
         obj = json.loads(action.text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"tool call is not JSON ({exc.msg}): {action.text[:200]!r}") from exc
+    if not isinstance(obj, dict):
+        raise ValueError(f"tool call must be a JSON object, got {type(obj).__name__}: {action.text[:200]!r}")
     name = obj.get("name") or action.tool_name
-    arguments = obj.get("arguments") or {}
+    arguments = obj.get("arguments")
+    if arguments is None:
+        arguments = {}
     if isinstance(arguments, str):
-        arguments = json.loads(arguments or "{}")
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"the arguments of {name!r} are not valid JSON ({exc.msg} at column {exc.colno}): "
+                f"{arguments[:200]!r}"
+            ) from exc
     if not isinstance(name, str) or not isinstance(arguments, dict):
-        raise ValueError(f"tool call needs a string 'name' and an object 'arguments': {action.text[:200]!r}")
+        raise ValueError(
+            f"a tool call needs a string 'name' and an object 'arguments', got arguments of type "
+            f"{type(arguments).__name__}: {action.text[:200]!r}"
+        )
+    return name, arguments
+
+
+def argument_errors(tool: ToolSpec, arguments: Any) -> list[str]:
+    """Why `arguments` do not fit `tool`'s JSON schema ([] when they do). Fields the schema does not
+    name are an error unless the schema allows them explicitly, so nothing the agent invents (or an
+    internal field) reaches our code."""
+    schema = dict(tool.parameters or {"type": "object", "properties": {}})
+    schema.setdefault("additionalProperties", False)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    out = []
+    for error in errors:
+        where = "/".join(str(p) for p in error.absolute_path)
+        out.append(f"{where}: {error.message}" if where else error.message)
+    return out
+
+
+def checked_tool_call(action: Action, space: ActionSpace) -> tuple[str, dict[str, Any]] | StepResult:
+    """(name, arguments) of a TOOL_CALL action that names a tool of `space` with arguments matching its
+    schema; otherwise the turn to record: the action as the agent sent it and an error observation
+    (`invalid_tool_call` or `out_of_action_space` in the info). Never raises on what an agent sends."""
+    try:
+        name, arguments = parse_tool_call(action)
+    except (ValueError, TypeError) as exc:
+        return StepResult(
+            action=action,
+            observation=Observation(text=f"Error: {exc}", is_error=True),
+            info={"invalid_tool_call": True},
+        )
+    tools = {t.name: t for t in space.tools}
+    if name not in tools:
+        return out_of_action_space(action, space)
+    errors = argument_errors(tools[name], arguments)
+    if errors:
+        return StepResult(
+            action=action,
+            observation=Observation(
+                text=f"Error: invalid arguments for {name}: " + "; ".join(errors[:5]), is_error=True
+            ),
+            info={"invalid_tool_call": True},
+        )
     return name, arguments
 
 

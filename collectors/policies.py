@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.environment import Task, tool_call_action
@@ -27,6 +27,7 @@ class Decision:
     action: Action | None
     note: str = ""
     model: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # recorded as the turn's `policy` metadata
 
 
 class Policy(ABC):
@@ -100,22 +101,40 @@ AGENT_SYSTEM_PROMPT = (
 
 
 class OpenAIPolicy(Policy):
-    """A tool-calling agent: each turn sends the conversation so far and executes the first tool call.
-    Stops when the model answers without a tool call (its stop condition) or after `max_turns`."""
+    """A tool-calling agent: each turn sends the conversation so far and executes one tool call.
+    Stops when the model answers without a tool call (its stop condition) or after `max_turns`.
+
+    What the model sends is what is recorded, however malformed: arguments that are not JSON, not an
+    object, or of the wrong types go to the environment as sent and come back as its error observation
+    (arguments JSON we could repair is executed repaired, with `repaired` and the raw text in the turn's
+    `policy` metadata); of several parallel calls the first is executed and the others are answered
+    with an error and listed in the metadata. When the conversation outgrows `context_tokens`, the
+    oldest turns are replaced by a one-line summary of their actions, and the turn says how many."""
 
     name = "openai"
 
-    def __init__(self, client: Any, *, max_turns: int = 30, temperature: float | None = 0.0) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        max_turns: int = 30,
+        temperature: float | None = 0.0,
+        sample_index: int = 0,
+        context_tokens: int | None = None,
+    ) -> None:
         # `client` is a worldline.llm.SyncLLMClient; typed loosely so collectors import no LLM code
         # unless this policy is chosen.
         self.client = client
         self.max_turns = max_turns
         self.temperature = temperature
+        self.sample_index = sample_index  # distinct per rollout so the LLM cache does not replay one answer
+        self.context_tokens = context_tokens
         self.messages: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
         self._pending_call_id: str | None = None
         self._turns = 0
         self._task_id = ""
+        self.dropped_turns = 0
 
     def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
         self._task_id = task.id
@@ -140,6 +159,7 @@ class OpenAIPolicy(Policy):
         ]
         self._pending_call_id = None
         self._turns = 0
+        self.dropped_turns = 0
         if task.max_turns:
             self.max_turns = task.max_turns
 
@@ -153,9 +173,17 @@ class OpenAIPolicy(Policy):
             self._pending_call_id = None
         if self._turns >= self.max_turns:
             return Decision(None, "max_turns")
+        info: dict[str, Any] = {}
+        dropped = self._fit_context()
+        if dropped:
+            info["context_dropped_turns"] = dropped
         try:
             result = self.client.chat(
-                Role.AGENT_POLICY, self.messages, tools=self.tools, temperature=self.temperature
+                Role.AGENT_POLICY,
+                self.messages,
+                tools=self.tools,
+                temperature=self.temperature,
+                sample_index=self.sample_index,
             )
         except LLMError as exc:
             raise PolicyError(f"task {self._task_id}: the agent's LLM call failed: {exc}") from exc
@@ -163,30 +191,102 @@ class OpenAIPolicy(Policy):
         if not result.tool_calls:
             self.messages.append({"role": "assistant", "content": result.text})
             return Decision(None, "agent finished", model=result.model)
-        call = result.tool_calls[0]  # one action per turn: further calls in the same message are ignored
-        arguments = call.arguments if isinstance(call.arguments, dict) else {"value": call.arguments}
+        call, *extra = result.tool_calls
+        arguments: Any = call.arguments
+        if call.arguments_repaired:
+            info["raw_arguments"] = call.raw_arguments
+            info["repaired"] = isinstance(call.arguments, dict)
+            if not isinstance(call.arguments, dict):
+                arguments = call.raw_arguments  # unrepairable: the environment answers with the error
+        if extra:
+            info["ignored_parallel_calls"] = [{"name": c.name, "arguments": c.raw_arguments} for c in extra]
         self.messages.append(
             {
                 "role": "assistant",
                 "content": result.text or None,
                 "tool_calls": [
                     {
-                        "id": call.id,
+                        "id": c.id,
                         "type": "function",
-                        "function": {"name": call.name, "arguments": json.dumps(arguments)},
+                        "function": {
+                            "name": c.name,
+                            "arguments": json.dumps(c.arguments)
+                            if isinstance(c.arguments, dict)
+                            else c.raw_arguments,
+                        },
                     }
+                    for c in result.tool_calls
                 ],
             }
         )
+        for c in extra:  # every call needs an answer; only the first one runs
+            self.messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": c.id,
+                    "content": "Error: one tool call per turn; this call was not executed.",
+                }
+            )
         self._pending_call_id = call.id
         self._turns += 1
-        return Decision(tool_call_action(call.name, arguments), model=result.model)
+        action = Action(
+            kind=ActionKind.TOOL_CALL,
+            text=json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False),
+            tool_name=call.name,
+        )
+        return Decision(action, model=result.model, info=info)
+
+    def _fit_context(self) -> int:
+        """Drop the oldest whole turns (an assistant message and its tool answers) while the estimated
+        size (4 characters a token) exceeds `context_tokens`; one user note lists what was dropped."""
+        if not self.context_tokens:
+            return 0
+        budget = self.context_tokens * 4
+        head = 2 if not self.dropped_turns else 3  # system, task, and the note once there is one
+        dropped: list[str] = []
+        while _size(self.messages) > budget:
+            start = head
+            if start >= len(self.messages) or self.messages[start].get("role") != "assistant":
+                break
+            end = start + 1
+            while end < len(self.messages) and self.messages[end].get("role") == "tool":
+                end += 1
+            if end >= len(self.messages):
+                break  # never drop the turn that is being answered
+            for c in self.messages[start].get("tool_calls") or []:
+                dropped.append(f"{c['function']['name']}({c['function']['arguments'][:80]})")
+            del self.messages[start:end]
+        if not dropped:
+            return 0
+        self.dropped_turns += len(dropped)
+        note = {
+            "role": "user",
+            "content": f"[worldline: {self.dropped_turns} earlier turn(s) were dropped to fit the context; "
+            f"latest dropped actions: {'; '.join(dropped[-10:])}]",
+        }
+        if head == 3:
+            self.messages[2] = note
+        else:
+            self.messages.insert(2, note)
+        return len(dropped)
+
+
+def _size(messages: list[dict[str, Any]]) -> int:
+    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
 
 
 POLICIES = ("scripted", "openai")
 
 
-def make_policy(name: str, *, llm_client: Any = None, max_turns: int = 30) -> Policy:
+def make_policy(
+    name: str,
+    *,
+    llm_client: Any = None,
+    max_turns: int = 30,
+    temperature: float | None = 0.0,
+    sample_index: int = 0,
+    context_tokens: int | None = None,
+) -> Policy:
     """A fresh policy by name (one per task: policies keep per-episode state). The openai policy needs
     a worldline.llm SyncLLMClient, shared by all tasks of a run."""
     if name == "scripted":
@@ -194,5 +294,11 @@ def make_policy(name: str, *, llm_client: Any = None, max_turns: int = 30) -> Po
     if name == "openai":
         if llm_client is None:
             raise ValueError("the openai policy needs an LLM client: pass llm_client=SyncLLMClient()")
-        return OpenAIPolicy(llm_client, max_turns=max_turns)
+        return OpenAIPolicy(
+            llm_client,
+            max_turns=max_turns,
+            temperature=temperature,
+            sample_index=sample_index,
+            context_tokens=context_tokens,
+        )
     raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")

@@ -84,6 +84,40 @@ def _apply_escape(text: str, i: int, line: list[str], col: int) -> tuple[int, in
     return i + 2, col
 
 
+def render_terminal(data: bytes, cols: int, *, prefix: str = "") -> str:
+    """What a terminal `cols` wide shows after `data`, as text: one emulator (pyte) applies cursor
+    movement (relative and absolute), erases, overwrites and wrapping at the terminal's width. `prefix`
+    is what the cursor's row already showed (the prompt) so the first line wraps where it did on
+    screen; it is left out of the result. Rows are joined with newlines and trailing blanks dropped,
+    except on the cursor's row, which keeps its text up to the cursor (a prompt ends with a space)."""
+    cols = max(2, cols)
+    seed = prefix[-cols:] if len(prefix) >= cols else prefix
+    # Enough rows that nothing scrolls away: every row ends with a newline or after `cols` characters.
+    rows = max(2, min(data.count(b"\n") + len(data) // cols + 2, _MAX_ROWS))
+    screen = pyte.Screen(cols, rows)
+    stream = pyte.ByteStream(screen)
+    stream.feed(seed.encode("utf-8", "replace"))
+    stream.feed(data)
+    used = [y for y, line in screen.buffer.items() if any(ch.data != " " for ch in line.values())]
+    last = max([screen.cursor.y, *used])
+    out: list[str] = []
+    for y in range(last + 1):
+        line = screen.buffer[y]
+        width = max(line.keys(), default=-1) + 1
+        text = "".join(line[x].data for x in range(width))
+        if y == screen.cursor.y:
+            text = text[: max(len(text.rstrip()), screen.cursor.x)].ljust(screen.cursor.x)
+        else:
+            text = text.rstrip()
+        out.append(text)
+    if out and seed and out[0].startswith(seed):
+        out[0] = out[0][len(seed) :]
+    return "\n".join(out)
+
+
+_MAX_ROWS = 20_000
+
+
 class TerminalScreen:
     """A screen emulator fed with every byte of a session; used to observe full-screen programs
     (less, vim, top) that draw on the alternate screen rather than printing lines."""
@@ -97,6 +131,11 @@ class TerminalScreen:
         for match in _ALT_SCREEN.finditer(data):
             self.alternate = match.group(1) == b"h"
         self.stream.feed(data)
+
+    def cursor_line(self) -> str:
+        """The cursor's row up to the cursor (on the main screen: the prompt before a command)."""
+        line = self.screen.buffer[self.screen.cursor.y]
+        return "".join(line[x].data for x in range(self.screen.cursor.x))
 
     def display(self) -> str:
         lines = [line.rstrip() for line in self.screen.display]

@@ -8,12 +8,14 @@ final and runs again. Nothing that was not published counts, so a SIGKILL loses 
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,15 @@ import docker.errors
 import requests.exceptions
 
 from collectors import engine
-from collectors.environment import EnvironmentOptions, Task, TaskError, environment_class, load_tasks
+from collectors.environment import (
+    INFO_EPISODE_END,
+    INFO_SYNC_LOST,
+    EnvironmentOptions,
+    Task,
+    TaskError,
+    environment_class,
+    load_tasks,
+)
 from collectors.policies import Policy, PolicyError, make_policy
 from collectors.sandbox import SandboxError, SandboxLimits, install_signal_cleanup, reap_orphans
 from schemas import (
@@ -39,8 +49,13 @@ from schemas import (
     stable_id,
     utc_now,
 )
+from schemas.shards import MANIFEST_NAME, Manifest, atomic_write_json
 
 CASTS_DIR = "casts"
+# Outcomes that are not final (aborted, engine outage) are kept here, a dataset of its own inside OUT:
+# OUT's manifest lists final outcomes only, exactly one per task (and rollout), so readers of OUT (pools
+# build) never see an attempt that a resumed run superseded.
+ATTEMPTS_DIR = "attempts"
 # Engine/transport failures: the environment did not fail, the infrastructure did; retried on resume.
 _INFRA_ERRORS: tuple[type[BaseException], ...] = (
     engine.EngineUnavailable,
@@ -67,6 +82,13 @@ class CollectConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     flush_every: int = 8
     source_name: str | None = None
+    rollouts: int = 1  # episodes per task; each rollout samples the policy with its own sample index
+    temperature: float | None = 0.0  # the openai policy's sampling temperature
+    context_tokens: int | None = None  # the openai policy drops old turns beyond this estimate
+    episode_deadline_s: float = 1800.0
+    shard: tuple[int, int] | None = (
+        None  # (K, N): collect only shard K of N into OUT/shard-K-of-N  # wall-clock limit per episode unless the task sets deadline_s
+    )
     llm_config: Any = None  # worldline.llm.LLMConfig for the openai policy; None reads the environment
 
 
@@ -82,6 +104,56 @@ class CollectSummary:
     out: Path
 
 
+def shard_of(task_id: str, count: int) -> int:
+    """The shard (0..count-1) a task belongs to: a hash of its id, so the partition depends on nothing
+    but the ids (not the order of the task file, not the machine) and every task is in exactly one."""
+    return int.from_bytes(hashlib.sha256(task_id.encode("utf-8")).digest()[:8], "big") % count
+
+
+def shard_dir(index: int, count: int) -> str:
+    return f"shard-{index}-of-{count}"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`K/N` with 0 <= K < N (K is Kubernetes' JOB_COMPLETION_INDEX); errors say what is expected."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match or not 0 <= int(match.group(1)) < int(match.group(2)):
+        raise CollectError(f"--shard {text!r}: expected K/N with 0 <= K < N, e.g. 0/4")
+    return int(match.group(1)), int(match.group(2))
+
+
+def merge_shards(out: Path, *, allow_missing: bool = False) -> Manifest:
+    """Write OUT/manifest.json listing the published parts of every OUT/shard-K-of-N folder, so OUT reads
+    as one dataset (`pools build --in OUT`). Refuses mixed shard counts, and missing shards unless
+    `allow_missing`."""
+    found: dict[int, Manifest] = {}
+    counts: set[int] = set()
+    for folder in sorted(out.glob("shard-*-of-*")):
+        match = re.fullmatch(r"shard-(\d+)-of-(\d+)", folder.name)
+        manifest = read_manifest(folder) if match and folder.is_dir() else None
+        if match is None or manifest is None:
+            continue
+        counts.add(int(match.group(2)))
+        found[int(match.group(1))] = manifest
+    if not found:
+        raise CollectError(f"{out}: no shard folders (shard-K-of-N with a manifest.json) to merge")
+    if len(counts) > 1:
+        raise CollectError(f"{out}: shard folders of different shard counts {sorted(counts)}; merge one run")
+    (count,) = counts
+    missing = sorted(set(range(count)) - set(found))
+    if missing and not allow_missing:
+        raise CollectError(
+            f"{out}: shard(s) {', '.join(map(str, missing))} of {count} have no published dataset yet; "
+            "run them (worldline collect --shard K/N) or pass --allow-missing"
+        )
+    merged = Manifest(extra={"merged_shards": sorted(found), "shard_count": count})
+    for index in sorted(found):
+        for f in found[index].files:
+            merged.files.append(replace(f, path=f"{shard_dir(index, count)}/{f.path}"))
+    atomic_write_json(out / MANIFEST_NAME, merged.to_json())
+    return merged
+
+
 def is_final(trajectory: Trajectory) -> bool:
     """A recorded outcome that resume must not redo: anything but an abort or an infrastructure outage."""
     if trajectory.status == TrajectoryStatus.ABORTED:
@@ -89,18 +161,31 @@ def is_final(trajectory: Trajectory) -> bool:
     return not (trajectory.status == TrajectoryStatus.ENV_FAILURE and trajectory.metadata.get("retryable"))
 
 
+def episode_key(task_id: str, rollout: int = 0) -> str:
+    """One episode of a run: a task, or one of its rollouts (`--rollouts N`)."""
+    return task_id if rollout == 0 else f"{task_id}#{rollout}"
+
+
 def recorded_outcomes(out: Path) -> tuple[set[str], Counter[str]]:
-    """(task ids with a final outcome, attempts so far per task id) from what is published in OUT."""
+    """(episode keys with a final outcome, attempts so far per key) from what is published in OUT; a key
+    is the task id, with `#<rollout>` for rollouts after the first (see `episode_key`)."""
     final: set[str] = set()
     attempts: Counter[str] = Counter()
-    if read_manifest(out) is None:
-        return final, attempts
-    for trajectory in iter_trajectories(out):
-        task_id = str(trajectory.metadata.get("task_id", ""))
-        attempts[task_id] += 1
-        if is_final(trajectory):
-            final.add(task_id)
+    for folder in (out, out / ATTEMPTS_DIR):
+        if read_manifest(folder) is None:
+            continue
+        _count_outcomes(folder, final, attempts)
     return final, attempts
+
+
+def _count_outcomes(folder: Path, final: set[str], attempts: Counter[str]) -> None:
+    for trajectory in iter_trajectories(folder):
+        key = episode_key(
+            str(trajectory.metadata.get("task_id", "")), int(trajectory.metadata.get("rollout", 0))
+        )
+        attempts[key] += 1
+        if is_final(trajectory):
+            final.add(key)
 
 
 def preflight(config: CollectConfig, tasks: list[Task]) -> Any:
@@ -146,14 +231,19 @@ def collect(
     except (KeyError, ValueError) as exc:
         raise CollectError(str(exc)) from exc
     tasks = load_tasks(config.tasks_path)
+    if config.shard is not None:
+        index, count = config.shard
+        tasks = [t for t in tasks if shard_of(t.id, count) == index]
+        config = replace(config, out=config.out / shard_dir(index, count), shard=None)
     client = preflight(config, tasks)
     if client is not None:
         reap_orphans(client)
     install_signal_cleanup()
     final, attempts = recorded_outcomes(config.out) if config.resume else (set(), Counter())
-    pending = [t for t in tasks if t.id not in final]
+    episodes = [(t, r) for t in tasks for r in range(max(1, config.rollouts))]
+    pending = [(t, r) for t, r in episodes if episode_key(t.id, r) not in final]
     if on_start is not None:
-        on_start(len(tasks), len(tasks) - len(pending))
+        on_start(len(episodes), len(episodes) - len(pending))
     llm_client = None
     if config.policy == "openai":
         from worldline.llm import LLMNotConfigured, SyncLLMClient
@@ -166,25 +256,43 @@ def collect(
     by_status: Counter[str] = Counter()
     written = 0
     writer = ShardWriter(config.out)
+    attempts_writer: list[ShardWriter] = []  # opened on the first outcome that is not final
+
+    def publish(trajectory: Trajectory) -> None:
+        if is_final(trajectory):
+            writer.write(trajectory)
+            return
+        if not attempts_writer:
+            attempts_writer.append(ShardWriter(config.out / ATTEMPTS_DIR))
+        attempts_writer[0].write(trajectory)
+
     run_label = f"collect-{int(time.time())}"
     try:
         with ThreadPoolExecutor(max_workers=max(1, config.concurrency), thread_name_prefix="collect") as pool:
-            futures: dict[Future[Trajectory], Task] = {}
+            futures: dict[Future[Trajectory], tuple[Task, int]] = {}
             queue = list(pending)
             try:
                 while queue or futures:
                     while queue and len(futures) < max(1, config.concurrency):
-                        task = queue.pop(0)
-                        policy = make_policy(config.policy, llm_client=llm_client, max_turns=config.max_turns)
-                        fut = pool.submit(
-                            run_episode, config, client, task, policy, attempts[task.id] + 1, stop, run_label
+                        task, rollout = queue.pop(0)
+                        policy = make_policy(
+                            config.policy,
+                            llm_client=llm_client,
+                            max_turns=config.max_turns,
+                            temperature=config.temperature,
+                            sample_index=rollout,
+                            context_tokens=config.context_tokens,
                         )
-                        futures[fut] = task
+                        attempt = attempts[episode_key(task.id, rollout)] + 1
+                        fut = pool.submit(
+                            run_episode, config, client, task, policy, attempt, stop, run_label, rollout
+                        )
+                        futures[fut] = (task, rollout)
                     done, _ = wait(futures, return_when=FIRST_COMPLETED)
                     for fut in done:
                         futures.pop(fut)
                         trajectory = fut.result()
-                        writer.write(trajectory)
+                        publish(trajectory)
                         written += 1
                         by_status[trajectory.status.value] += 1
                         if written % max(1, config.flush_every) == 0:
@@ -200,12 +308,14 @@ def collect(
                         trajectory = fut.result()
                     except BaseException:
                         continue
-                    writer.write(trajectory)
+                    publish(trajectory)
                     written += 1
                     by_status[trajectory.status.value] += 1
                 raise
     finally:
         writer.close()
+        for extra in attempts_writer:
+            extra.close()
         if llm_client is not None:
             llm_client.close()
     return CollectSummary(
@@ -226,28 +336,46 @@ def run_episode(
     attempt: int,
     stop: threading.Event,
     run_label: str,
+    rollout: int = 0,
 ) -> Trajectory:
     """One task end to end in its own sandbox; every outcome becomes a trajectory, never an exception."""
     source_name = config.source_name or f"worldline-collect/{config.env}"
-    parts = [source_name, str(config.tasks_path.name), task.id] + (
-        [f"attempt-{attempt}"] if attempt > 1 else []
-    )
+    parts = [source_name, str(config.tasks_path.name), task.id]
+    parts += [f"rollout-{rollout}"] if rollout else []
+    parts += [f"attempt-{attempt}"] if attempt > 1 else []
     trajectory_id = stable_id(*parts)
     cast_rel = f"{CASTS_DIR}/{trajectory_id}.cast"
     env_cls = environment_class(config.env)
+    deadline_s = task.deadline_s or config.episode_deadline_s
+    limits = config.limits
+    if deadline_s and limits.ttl_s < deadline_s + 600:
+        limits = limits.with_overrides({"ttl_s": deadline_s + 600})  # the sandbox outlives its episode
     env = env_cls(
-        EnvironmentOptions(
-            client=client, limits=config.limits, cast_path=config.out / cast_rel, run_label=run_label
-        )
+        EnvironmentOptions(client=client, limits=limits, cast_path=config.out / cast_rel, run_label=run_label)
     )
     turns: list[Turn] = []
     status, reason = TrajectoryStatus.COMPLETE, None
     metadata: dict[str, Any] = {"task_id": task.id, "attempt": attempt, "tasks_file": str(config.tasks_path)}
+    if config.rollouts > 1:
+        metadata["rollout"] = rollout
     metadata.update({f"task.{k}": v for k, v in task.metadata.items()})
     initial_state: str | None = None
     # What is known before the environment runs; replaced by what reset() reports (an MCP server's
     # tools/list), so a trajectory whose environment failed to start still records its declared space.
     action_space = env_cls.declared_action_space(task) or ActionSpace()
+    deadline_hit = threading.Event()
+
+    def on_deadline() -> None:
+        deadline_hit.set()
+        try:
+            env.interrupt()
+        except Exception:  # a failing interrupt must not end the timer thread with a traceback
+            pass
+
+    watchdog = threading.Timer(deadline_s, on_deadline) if deadline_s and deadline_s > 0 else None
+    if watchdog is not None:
+        watchdog.daemon = True
+        watchdog.start()
     try:
         reset = env.reset(task)
         action_space = reset.action_space
@@ -258,6 +386,8 @@ def run_episode(
         observation: Observation | None = None
         max_turns = task.max_turns or config.max_turns
         while True:
+            if deadline_hit.is_set():
+                break
             if stop.is_set():
                 status, reason = TrajectoryStatus.ABORTED, "the runner was interrupted"
                 break
@@ -280,12 +410,24 @@ def run_episode(
                     duration_s=round(time.monotonic() - t0, 6),
                     exit_code=result.exit_code,
                     state_changed=result.state_changed,
-                    metadata=result.info,
+                    metadata={**result.info, "policy": decision.info} if decision.info else result.info,
                 )
             )
             observation = result.observation
             if result.env_failure:
                 status, reason = TrajectoryStatus.ENV_FAILURE, result.env_failure
+                break
+            if result.info.get(INFO_SYNC_LOST):
+                status = TrajectoryStatus.ENV_FAILURE
+                reason = f"terminal synchronisation lost: {result.info[INFO_SYNC_LOST]}"
+                break
+            end = result.info.get(INFO_EPISODE_END)
+            if isinstance(end, dict):
+                status = TrajectoryStatus(str(end.get("status", "env_failure")))
+                if status == TrajectoryStatus.COMPLETE:
+                    metadata["stop_reason"] = str(end.get("reason", ""))
+                else:
+                    reason = str(end.get("reason", "the environment ended the episode"))
                 break
     except PolicyError as exc:
         status, reason = TrajectoryStatus.POLICY_ERROR, str(exc)
@@ -295,7 +437,16 @@ def run_episode(
     except (SandboxError, docker.errors.DockerException, ValueError, OSError) as exc:
         status, reason = TrajectoryStatus.ENV_FAILURE, f"{type(exc).__name__}: {exc}"
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         env.close()
+    if deadline_hit.is_set():
+        status = TrajectoryStatus.ENV_FAILURE
+        reason = (
+            f"episode deadline of {deadline_s:g} s exceeded (task field deadline_s or --episode-deadline); "
+            "the environment was stopped"
+        )
+        metadata["deadline_exceeded"] = True
     oas = sum(1 for t in turns if t.metadata.get("out_of_action_space"))
     if oas:
         metadata["out_of_action_space_calls"] = oas

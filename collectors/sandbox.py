@@ -15,6 +15,7 @@ import signal
 import socket
 import tarfile
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -31,6 +32,7 @@ LABEL = "worldline.sandbox"
 LABEL_OWNER_PID = "worldline.owner_pid"
 LABEL_OWNER_HOST = "worldline.owner_host"
 LABEL_RUN = "worldline.run"
+LABEL_EXPIRES = "worldline.expires"  # unix time after which the sandbox removes itself
 WORK_DIR = "/work"
 
 
@@ -42,11 +44,15 @@ class SandboxLimits:
     cpus: float = 1.0
     pids: int = 256
     work_dir_mb: int = 256  # size of the /work tmpfs: the disk an agent can fill
-    tmp_mb: int = 64
+    tmp_mb: int = 64  # each of /tmp and /var/tmp
+    run_mb: int = 16  # /run
+    shm_mb: int = 64  # /dev/shm
+    ttl_s: float = 3 * 3600  # the sandbox stops and is removed by the engine after this, whatever happens
     network: bool = False
     step_timeout_s: float = 30.0
     output_cap_bytes: int = 64 * 1024  # per step, kept in the observation
     flood_limit_bytes: int = 32 * 1024 * 1024  # per step; beyond it the command is interrupted
+    helper_timeout_s: float = 60.0  # setup commands, initial-state capture, tool helpers
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> SandboxLimits:
         """These limits with a task's `limits` object applied; unknown keys are an error naming the key."""
@@ -70,6 +76,7 @@ class ExecResult:
 
     exit_code: int
     output: str
+    timed_out: bool = False  # killed by the time limit (coreutils says 124, busybox 143, SIGKILL 137)
 
 
 class SandboxError(RuntimeError):
@@ -100,10 +107,16 @@ class Sandbox:
         """Start a container that idles until commands are exec'd into it."""
         ref = engine.image_reference(client, image)
         name = f"worldline-{uuid.uuid4().hex[:12]}"
+        if _LIVE.closing:
+            raise SandboxError(f"sandbox {name}: not created, the process is shutting down")
+        _LIVE.begin_create(name)
         try:
             container = client.containers.run(
                 ref,
-                ["sleep", "infinity"],
+                # The main process ends at the time-to-live; auto_remove then deletes the container, so a
+                # sandbox outlives a SIGKILLed runner by at most ttl_s.
+                ["sleep", f"{max(1, int(limits.ttl_s))}"],
+                auto_remove=True,
                 name=name,
                 detach=True,
                 hostname="sandbox",
@@ -113,11 +126,16 @@ class Sandbox:
                 nano_cpus=int(limits.cpus * 1e9),
                 pids_limit=limits.pids,
                 read_only=True,
+                # The writable paths, declared explicitly so Podman (which adds its own tmpfs on a read-only
+                # root) and Docker (which adds none) give a task the same ones with the same sizes.
                 tmpfs={
                     WORK_DIR: f"size={limits.work_dir_mb}m,mode=1777",
                     "/tmp": f"size={limits.tmp_mb}m,mode=1777",
+                    "/var/tmp": f"size={limits.tmp_mb}m,mode=1777",
+                    "/run": f"size={limits.run_mb}m,mode=0755",
                     "/root": "size=16m,mode=0700",
                 },
+                shm_size=f"{limits.shm_mb}m",
                 working_dir=WORK_DIR,
                 environment={"HOME": "/root", "LANG": "C.UTF-8", **(environment or {})},
                 cap_drop=["NET_RAW", "SYS_ADMIN", "MKNOD", "SYS_PTRACE"],
@@ -128,30 +146,54 @@ class Sandbox:
                     LABEL_OWNER_PID: str(os.getpid()),
                     LABEL_OWNER_HOST: socket.gethostname(),
                     LABEL_RUN: run_label,
+                    LABEL_EXPIRES: str(int(time.time() + limits.ttl_s)),
                 },
             )
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, OSError) as exc:
             # A half-created container must not outlive the failure.
             _remove_quietly(client, name)
+            _LIVE.end_create(name)
             raise SandboxError(
                 f"sandbox {name} from image {image}: the engine refused to start it: {exc}"
             ) from exc
+        except BaseException:
+            _remove_quietly(client, name)
+            _LIVE.end_create(name)
+            raise
         sandbox = cls(client=client, container=container, limits=limits, image=image, name=name)
         _LIVE.add(sandbox)
+        _LIVE.end_create(name)
+        if _LIVE.closing:  # a signal arrived while the engine was creating it
+            sandbox.close()
+            raise SandboxError(f"sandbox {name}: removed at once, the process is shutting down")
         return sandbox
 
     # -- one-shot commands and files ---------------------------------------------------------------
-    def exec(self, command: list[str] | str, *, workdir: str = WORK_DIR, user: str = "") -> ExecResult:
-        """Run a command to completion outside the agent's shell; output is stdout+stderr as text."""
-        cmd = ["/bin/sh", "-c", command] if isinstance(command, str) else command
+    def exec(
+        self,
+        command: list[str] | str,
+        *,
+        workdir: str = WORK_DIR,
+        user: str = "",
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        """Run a command to completion outside the agent's shell; output is stdout+stderr as text.
+
+        Every such command has a time limit (`timeout_s`, default the sandbox's `helper_timeout_s`),
+        enforced inside the sandbox by `timeout`, which both base images have: on expiry the command is
+        killed and the exit code is 124 (137 if it ignored SIGTERM)."""
+        cmd = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+        limit = self.limits.helper_timeout_s if timeout_s is None else timeout_s
+        cmd = ["timeout", "-k", "2", f"{max(0.1, limit):g}", *cmd]
+        started = time.monotonic()
         try:
             result = self.container.exec_run(cmd, workdir=workdir, user=user, demux=False)
         except docker.errors.APIError as exc:
             raise SandboxError(f"sandbox {self.name}: exec {cmd!r} failed: {exc}") from exc
         output = (result.output or b"").decode("utf-8", "replace")
-        return ExecResult(
-            exit_code=int(result.exit_code if result.exit_code is not None else -1), output=output
-        )
+        code = int(result.exit_code if result.exit_code is not None else -1)
+        timed_out = code in (124, 137, 143) and time.monotonic() - started >= 0.9 * limit
+        return ExecResult(exit_code=code, output=output, timed_out=timed_out)
 
     def put_files(self, files: Mapping[str, str | bytes], *, base: str = WORK_DIR) -> None:
         """Write files (paths relative to `base`) into the sandbox through the engine's archive API."""
@@ -211,6 +253,20 @@ class _LiveSandboxes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._items: set[Sandbox] = set()
+        self._creating: set[str] = set()  # names the engine is creating right now
+        self.closing = False  # set by a terminating signal: no new sandboxes
+
+    def begin_create(self, name: str) -> None:
+        with self._lock:
+            self._creating.add(name)
+
+    def end_create(self, name: str) -> None:
+        with self._lock:
+            self._creating.discard(name)
+
+    def creating(self) -> int:
+        with self._lock:
+            return len(self._creating)
 
     def add(self, sandbox: Sandbox) -> None:
         with self._lock:
@@ -247,12 +303,23 @@ def remove_all_live() -> int:
 atexit.register(remove_all_live)
 
 
+def shutdown_sandboxes(wait_s: float = 30.0) -> int:
+    """Stop creating sandboxes, remove the live ones, wait (bounded) for those the engine is still
+    creating and remove them too; returns how many were removed."""
+    _LIVE.closing = True
+    removed = remove_all_live()
+    deadline = time.monotonic() + wait_s
+    while _LIVE.creating() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return removed + remove_all_live()
+
+
 def install_signal_cleanup() -> None:
     """On SIGTERM/SIGHUP remove live sandboxes, then die as the signal asked (Ctrl-C raises
     KeyboardInterrupt, which unwinds through each sandbox's context manager and the atexit hook)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        remove_all_live()
+        shutdown_sandboxes()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 

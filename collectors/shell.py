@@ -1,13 +1,24 @@
 """A persistent interactive shell inside a sandbox, driven through a pseudo-terminal.
 
 One bash per trajectory keeps cwd, variables, functions and background jobs across turns, and a real
-PTY makes interactive programs (a Python REPL, less, Ctrl-C) behave as they do for a person. Command
-completion is detected by an invisible OSC marker at the end of the prompt that also carries `$?`.
+PTY makes interactive programs (a Python REPL, less, Ctrl-C) behave as they do for a person.
+
+Step synchronisation. A command step ends when the shell is back at its prompt *and has read all of
+the step's input*. The shell says so itself: `PROMPT_COMMAND` checks for unread input (`read -t 0`)
+and, only when there is none, ends the prompt with an invisible OSC 697 sequence carrying a random
+per-session secret and `$?`. So a multi-line command ends after its last line (the prompts between its
+lines carry no marker), output that prints an OSC 697 sequence cannot end a step (it does not know the
+secret), a task that replaces `PS1` gets the marker re-appended, and child bash shells (`bash`, `su`)
+inherit the integration through the exported `PROMPT_COMMAND`. When no marker comes back even after
+Ctrl-C (a shell without the integration such as `sh`, a program that ignores Ctrl-C, a task that
+removed `PROMPT_COMMAND`), the step says `sync_lost` and the runner ends the trajectory with that
+reason instead of recording later observations against the wrong actions.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import select
 import shlex
 import socket
@@ -18,24 +29,90 @@ from typing import Any
 
 import docker.errors
 
-from collectors.recording import AsciicastWriter, TerminalScreen, render_line_output
+from collectors.recording import AsciicastWriter, TerminalScreen, render_terminal
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError
 
 # OSC 697 is unassigned; terminals (and our renderer) ignore unknown OSC sequences.
-PROMPT_MARKER = re.compile(rb"\x1b\]697;(\d+)\x07")
-_MARKER_SCAN_OVERLAP = 32
+_OSC = b"\x1b]697;"
 PS1 = r"\u@\h:\w\$ "
-# __wl_rc keeps $? for the marker; if a task replaces PS1 the marker is appended again, so completion
-# detection survives `export PS1=...`.
-_PROMPT_COMMAND = (
-    "__wl_rc=$?; case \"$PS1\" in *']697;'*) ;; *) PS1=\"$PS1\"'\\[\\e]697;${__wl_rc}\\a\\]';; esac"
-)
-# Sent once before recording starts (leading space: kept out of history). Shell variables, not
-# exported ones, so `env` inside the task shows nothing of ours.
-_INIT_LINE = (
-    " bind 'set enable-bracketed-paste off' 2>/dev/null; HISTCONTROL=ignorespace; "
-    f"PS1={shlex.quote(PS1)}; PROMPT_COMMAND={shlex.quote(_PROMPT_COMMAND)}\n"
-)
+# How long a command step waits for the prompt after the Ctrl-C that follows a timeout.
+_INTERRUPT_GRACE_S = 3.0
+SYNC_LOST = "sync_lost"
+# Before a command that follows a step which did not end at the prompt (keystrokes, a timeout), output
+# is collected this long first, so a prompt already on its way is not taken for this step's end.
+_SETTLE_S = 0.05
+
+
+def prompt_command(secret: str) -> str:
+    """The shell integration: keep `$?`, emit the marker only when no input is pending, re-append the
+    marker to PS1 if a task replaced it. No subshell (bash keeps `$?` across PROMPT_COMMAND itself),
+    so a step costs no extra process."""
+    return (
+        "__wl_rc=$?; if read -t 0 2>/dev/null; then __wl_m=; "
+        f"else printf -v __wl_m '\\033]697;{secret};%s\\007' \"$__wl_rc\"; fi; "
+        'case "$PS1" in *__wl_m*) ;; *) PS1="$PS1"\'\\[${__wl_m}\\]\';; esac'
+    )
+
+
+def _rcfile(secret: str) -> str:
+    """What the outer bash reads instead of ~/.bashrc (it comes through an environment variable that
+    the rc file removes, so `env` inside the task shows only PROMPT_COMMAND of ours)."""
+    return (
+        "unset __WL_RC\n"
+        "bind 'set enable-bracketed-paste off' 2>/dev/null\n"
+        "HISTCONTROL=ignorespace\n"
+        f"PS1={shlex.quote(PS1)}\n"
+        f"export PROMPT_COMMAND={shlex.quote(prompt_command(secret))}\n"
+    )
+
+
+class MarkerFilter:
+    """Splits the shell's output stream into data and this session's prompt markers (exit codes).
+
+    Only markers with the session's secret count; anything else (a program printing OSC 697) stays
+    data. A marker split across reads is held back until it is complete."""
+
+    def __init__(self, secret: str) -> None:
+        self.prefix = _OSC + secret.encode() + b";"
+        self._marker = re.compile(re.escape(self.prefix) + rb"(\d+)\x07")
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> list[bytes | int]:
+        """Events in stream order: bytes of output, or an int (the exit code of an idle prompt)."""
+        buf = self._held + chunk
+        self._held = b""
+        events: list[bytes | int] = []
+        pos = 0
+        for match in self._marker.finditer(buf):
+            if match.start() > pos:
+                events.append(buf[pos : match.start()])
+            events.append(int(match.group(1)))
+            pos = match.end()
+        rest = buf[pos:]
+        cut = self._partial_start(rest)
+        if cut is not None:
+            self._held = rest[cut:]
+            rest = rest[:cut]
+        if rest:
+            events.append(rest)
+        return events
+
+    def flush(self) -> bytes:
+        held, self._held = self._held, b""
+        return held
+
+    def _partial_start(self, data: bytes) -> int | None:
+        """Where an incomplete marker starts at the end of `data` (to wait for its remainder)."""
+        i = data.rfind(b"\x1b", max(0, len(data) - len(self.prefix) - 12))
+        if i < 0:
+            return None
+        tail = data[i:]
+        if self.prefix.startswith(tail):
+            return i
+        if tail.startswith(self.prefix) and tail[len(self.prefix) :].isdigit():
+            return i
+        return None
+
 
 TMUX_KEYS = {
     "Enter": "\r",
@@ -83,15 +160,25 @@ class ShellOutput:
     flooded: bool = False
     omitted_bytes: int = 0
     total_bytes: int = 0
+    late_bytes: int = 0  # output of an earlier step that arrived before this step's input was sent
+    sync_lost: str | None = None  # why the step's end could not be confirmed by the shell
+    shell_ended: str | None = None  # why the shell is gone (exit, killed, sandbox stopped)
 
     def info(self) -> dict[str, Any]:
-        return {
+        info: dict[str, Any] = {
             "prompt_returned": self.prompt_returned,
             "timed_out": self.timed_out,
             "output_flood": self.flooded,
             "omitted_bytes": self.omitted_bytes,
             "total_bytes": self.total_bytes,
         }
+        if self.late_bytes:
+            info["late_output_bytes"] = self.late_bytes
+        if self.sync_lost:
+            info[SYNC_LOST] = self.sync_lost
+        if self.shell_ended:
+            info["shell_ended"] = self.shell_ended
+        return info
 
 
 class _Capture:
@@ -106,7 +193,7 @@ class _Capture:
         self.total = 0
 
     def add(self, data: bytes) -> bytes:
-        """Keep what fits; returns the part that is kept in the head (for recording)."""
+        """Keep what fits; returns the part that is kept in the head."""
         self.total += len(data)
         room = self.head_cap - len(self.head)
         kept = data[:room] if room > 0 else b""
@@ -136,47 +223,61 @@ class PersistentShell:
         rows: int = 40,
         recorder: AsciicastWriter | None = None,
         workdir: str = WORK_DIR,
+        render_cols: int | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.cols, self.rows = cols, rows
+        # The width observations are rendered at: the terminal's (lines wrap as the user saw them), or
+        # wider for tool output that is read as text (SWE's Bash) rather than looked at.
+        self.render_cols = render_cols or cols
         self.recorder = recorder
         self.screen = TerminalScreen(cols, rows)
         self.workdir = workdir
+        self.secret = secrets.token_hex(16)
+        self.markers = MarkerFilter(self.secret)
         self._sock: socket.socket | None = None
         self._exec_id: str | None = None
-        self._scan_tail = b""
+        self._pending: deque[bytes | int] = deque()  # events read past the end of the last step
+        self.at_prompt = False  # the last event seen was an idle prompt
+        self.ended: str | None = None  # set once the shell is gone
 
     # -- lifecycle ----------------------------------------------------------------------------------
-    def start(self, timeout_s: float = 10.0) -> str:
+    def start(self, timeout_s: float = 30.0) -> str:
         """Start bash and return the first prompt as the terminal shows it."""
         api = self.sandbox.client.api
         try:
             exec_id = api.exec_create(
                 self.sandbox.container.id,
-                ["bash", "--noprofile", "--norc", "-i"],
+                ["bash", "-c", 'exec bash --noprofile --rcfile <(printf %s "$__WL_RC") -i'],
                 stdin=True,
                 tty=True,
-                environment={"TERM": "xterm", "COLUMNS": str(self.cols), "LINES": str(self.rows)},
+                environment={
+                    "TERM": "xterm",
+                    "COLUMNS": str(self.cols),
+                    "LINES": str(self.rows),
+                    "__WL_RC": _rcfile(self.secret),
+                },
                 workdir=self.workdir,
             )["Id"]
             conn = api.exec_start(exec_id, socket=True, tty=True)
         except docker.errors.APIError as exc:
             raise SandboxError(f"sandbox {self.sandbox.name}: cannot start bash on a PTY: {exc}") from exc
-        self._exec_id = exc_id = exec_id
+        self._exec_id = exec_id
         self._sock = getattr(conn, "_sock", conn)
         try:
-            api.exec_resize(exc_id, height=self.rows, width=self.cols)
+            api.exec_resize(exec_id, height=self.rows, width=self.cols)
         except docker.errors.APIError:
             pass  # the size is also in COLUMNS/LINES; some engines refuse a resize this early
-        self._send_raw(_INIT_LINE.encode(), record=False)
-        raw = self._read_until_prompt(time.monotonic() + timeout_s, record=False)
-        if raw is None:
+        capture = _Capture(1 << 20)
+        code = self._pump(capture, time.monotonic() + timeout_s, stop_on_prompt=True, record=False)
+        if code is None:
             raise SandboxError(
                 f"sandbox {self.sandbox.name} ({self.sandbox.image}): bash did not show a prompt within "
                 f"{timeout_s:.0f} s; the image needs bash (use worldline/debian)"
             )
-        # Everything before the last line is the echo of our init line; the last line is the prompt.
-        prompt = render_line_output(PROMPT_MARKER.sub(b"", raw)).split("\n")[-1]
+        head, _, _ = capture.parts()
+        prompt = render_terminal(head, self.cols).split("\n")[-1]
+        self.screen = TerminalScreen(self.cols, self.rows)
         self.screen.feed(prompt.encode())
         if self.recorder is not None:
             self.recorder.output(prompt.encode())
@@ -190,9 +291,19 @@ class PersistentShell:
                 pass
             self._sock = None
 
+    def interrupt(self) -> None:
+        """Make a blocked step return now (from another thread): the socket is shut down."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     # -- actions ------------------------------------------------------------------------------------
     def run_command(self, command: str, *, timeout_s: float) -> ShellOutput:
-        """Type a command line and wait for the prompt; overrunning commands get Ctrl-C and say so."""
+        """Type a command line and wait until the shell has run all of it and shows its prompt;
+        overrunning commands get Ctrl-C and say so."""
         line = command if command.endswith("\n") else command + "\n"
         return self._interact(line.encode("utf-8"), wait_s=timeout_s, until_prompt=True, timeout_s=timeout_s)
 
@@ -208,20 +319,31 @@ class PersistentShell:
     ) -> ShellOutput:
         limits = self.sandbox.limits
         capture = _Capture(limits.output_cap_bytes)
+        if self.ended is not None:
+            return self._ended_output(capture)
+        # Output that arrived after the previous step ended (a prompt after keystrokes, a background
+        # job) is shown before this step's input, as on a real terminal, and counted.
+        settle = _SETTLE_S if until_prompt and not self.at_prompt else 0.0
+        self._pump(capture, time.monotonic() + settle, stop_on_prompt=False)
+        late = capture.total
         if data:
+            self.at_prompt = False
             self._send_raw(data)
         deadline = time.monotonic() + wait_s
         exit_code = self._pump(capture, deadline, stop_on_prompt=until_prompt or not data)
         prompt_returned = exit_code is not None
         timed_out = flooded = False
+        sync_lost: str | None = None
         notes: list[str] = []
         if capture.total > limits.flood_limit_bytes:
             flooded = True
-        elif timeout_s is not None and not prompt_returned:
+        elif timeout_s is not None and not prompt_returned and self.ended is None:
             timed_out = True
-        if flooded or timed_out:
+        if (flooded or timed_out) and self.ended is None:
             self._send_raw(b"\x03")
-            exit_code = self._pump(capture, time.monotonic() + 3.0, stop_on_prompt=True, ignore_flood=True)
+            exit_code = self._pump(
+                capture, time.monotonic() + _INTERRUPT_GRACE_S, stop_on_prompt=True, ignore_flood=True
+            )
             prompt_returned = exit_code is not None
             if flooded:
                 notes.append(
@@ -232,8 +354,15 @@ class PersistentShell:
                 notes.append(
                     f"[worldline: command timed out after {timeout_s:g} s and was interrupted with Ctrl-C]"
                 )
-            if not prompt_returned:
+            if not prompt_returned and self.ended is None:
                 notes.append("[worldline: the shell did not return to a prompt after Ctrl-C]")
+                sync_lost = (
+                    "the shell did not return to its prompt after Ctrl-C (a shell without the prompt "
+                    "integration such as sh, a program that ignores Ctrl-C, or PROMPT_COMMAND removed); "
+                    "later observations could not be attributed to their actions"
+                )
+        if self.ended is not None:
+            notes.append(f"[worldline: {self.ended}]")
         head, omitted, tail = capture.parts()
         text = self._render(head, omitted, tail)
         if notes:
@@ -248,15 +377,27 @@ class PersistentShell:
             flooded=flooded,
             omitted_bytes=omitted,
             total_bytes=capture.total,
+            late_bytes=late,
+            sync_lost=sync_lost,
+            shell_ended=self.ended,
+        )
+
+    def _ended_output(self, capture: _Capture) -> ShellOutput:
+        return ShellOutput(
+            text=f"[worldline: {self.ended}]",
+            exit_code=None,
+            prompt_returned=False,
+            shell_ended=self.ended,
         )
 
     def _render(self, head: bytes, omitted: int, tail: bytes) -> str:
         if self.screen.alternate:
             return self.screen.display()
-        head_text = render_line_output(PROMPT_MARKER.sub(b"", head))
+        prompt_line = self.screen.cursor_line()
+        head_text = render_terminal(head, self.render_cols, prefix=prompt_line)
         if not omitted and not tail:
             return head_text
-        tail_text = render_line_output(PROMPT_MARKER.sub(b"", tail))
+        tail_text = render_terminal(tail, self.render_cols)
         marker = f"[worldline: output truncated: {omitted} bytes omitted]" if omitted else ""
         return "\n".join(p for p in (head_text, marker, tail_text) if p)
 
@@ -268,63 +409,115 @@ class PersistentShell:
         try:
             self._sock.sendall(data)
         except OSError as exc:
+            self._mark_ended()
             raise SandboxError(f"sandbox {self.sandbox.name}: the shell's PTY closed ({exc})") from exc
 
+    def _next_events(self, deadline: float) -> list[bytes | int] | None:
+        """Pending events, else one read's worth; [] at the deadline, None when the shell is gone."""
+        if self._pending:
+            events = list(self._pending)
+            self._pending.clear()
+            return events
+        if self._sock is None or self.ended is not None:
+            return None
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            ready, _, _ = select.select([self._sock], [], [], remaining)
+        except (OSError, ValueError):
+            ready = [self._sock]
+        if not ready:
+            return []
+        try:
+            chunk = self._sock.recv(65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            held = self.markers.flush()
+            self._mark_ended()
+            return [held] if held else None
+        return self.markers.feed(chunk)
+
     def _pump(
-        self, capture: _Capture, deadline: float, *, stop_on_prompt: bool, ignore_flood: bool = False
+        self,
+        capture: _Capture,
+        deadline: float,
+        *,
+        stop_on_prompt: bool,
+        ignore_flood: bool = False,
+        record: bool = True,
     ) -> int | None:
-        """Read until the prompt marker (returns `$?`), the deadline, or a flood; None if no prompt."""
-        assert self._sock is not None
+        """Read until an idle prompt (returns its `$?`), the deadline, or a flood; None if no prompt.
+        Every byte goes to the recording; the capture keeps what the observation may show."""
         last_code: int | None = None
         flood_limit = self.sandbox.limits.flood_limit_bytes
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            events = self._next_events(deadline)
+            if events is None:
+                return last_code  # the shell is gone (exit, killed, sandbox stopped)
+            if not events:
                 return last_code
-            ready, _, _ = select.select([self._sock], [], [], remaining)
-            if not ready:
-                return last_code
-            try:
-                chunk = self._sock.recv(65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                return last_code  # the shell exited (e.g. the agent typed `exit`)
-            kept = capture.add(chunk)
-            if kept:
-                self.screen.feed(kept)
-                if self.recorder is not None:
-                    self.recorder.output(PROMPT_MARKER.sub(b"", kept))
-            code = self._scan_marker(chunk)
-            if code is not None:
-                last_code = code
-                if stop_on_prompt:
-                    return code
+            for i, event in enumerate(events):
+                if isinstance(event, int):
+                    last_code = event
+                    self.at_prompt = True
+                    if stop_on_prompt:
+                        self._pending.extend(events[i + 1 :])
+                        return event
+                    continue
+                self.at_prompt = False
+                if record and self.recorder is not None:
+                    self.recorder.output(event)
+                kept = capture.add(event)
+                if kept:
+                    self.screen.feed(kept)
             if not ignore_flood and capture.total > flood_limit:
                 return last_code
 
-    def _read_until_prompt(self, deadline: float, *, record: bool) -> bytes | None:
-        assert self._sock is not None
-        buf = bytearray()
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self._sock], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            chunk = self._sock.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-            if self._scan_marker(chunk) is not None:
-                return bytes(buf)
-        return None
+    def _mark_ended(self) -> None:
+        """The PTY closed: find out why (the shell exited, was killed, or the sandbox stopped)."""
+        if self.ended is not None:
+            return
+        self.ended = describe_shell_end(self.sandbox, self._exec_id)
 
-    def _scan_marker(self, chunk: bytes) -> int | None:
-        """The exit code of the last complete marker in this chunk, including one split across chunks."""
-        window = self._scan_tail + chunk
-        start = len(self._scan_tail)
-        code: int | None = None
-        for match in PROMPT_MARKER.finditer(window):
-            if match.end() > start:
-                code = int(match.group(1))
-        self._scan_tail = window[-_MARKER_SCAN_OVERLAP:]
-        return code
+
+def describe_shell_end(sandbox: Sandbox, exec_id: str | None) -> str:
+    """Why the shell's PTY closed, in words, from the engine's view of the exec and the container."""
+    api = sandbox.client.api
+    try:
+        state = api.inspect_container(sandbox.container.id).get("State", {})
+    except (docker.errors.DockerException, OSError):
+        return "the sandbox is gone (removed while the step ran)"
+    if not state.get("Running", False):
+        return f"the sandbox stopped while the step ran (state {state.get('Status', '?')})"
+    code = None
+    for _ in range(20):  # the engine records the exit code a moment after the PTY closes
+        try:
+            info = api.exec_inspect(exec_id) if exec_id else {}
+        except (docker.errors.DockerException, OSError):
+            break
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            code = int(info["ExitCode"])
+            break
+        time.sleep(0.05)
+    if code is not None and code >= 128:
+        signal_no = code - 128
+        if signal_no == 9 and _oom_kills(sandbox) > 0:
+            return "the shell was killed by the out-of-memory killer (exit 137)"
+        return f"the shell was killed by signal {signal_no} (exit {code})"
+    if code is not None:
+        return f"the shell exited with status {code}"
+    return "the shell's terminal closed"
+
+
+def _oom_kills(sandbox: Sandbox) -> int:
+    """The sandbox cgroup's OOM kill count (cgroup v2 memory.events; v1 memory.oom_control)."""
+    probe = (
+        "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control "
+        "2>/dev/null"
+    )
+    try:
+        result = sandbox.exec(probe, timeout_s=10)
+    except SandboxError:
+        return 0
+    match = re.search(r"^oom_kill\s+(\d+)", result.output, re.MULTILINE)
+    return int(match.group(1)) if match else 0

@@ -16,8 +16,7 @@ from collectors.environment import (
     ShellEnvironment,
     StepResult,
     Task,
-    out_of_action_space,
-    parse_tool_call,
+    checked_tool_call,
     record_initial_state,
     tool_call_action,
 )
@@ -72,35 +71,82 @@ TOOLS = [
 ]
 
 HELPER = r"""
-import base64, difflib, json, os, sys
+import base64, difflib, json, os, re, stat, sys
 req = json.loads(base64.b64decode(sys.argv[1]) if sys.argv[1] != "@" else open(sys.argv[2], "rb").read())
-root, rel = req["root"], req["path"]
+root, args = req["root"], req["args"]
+rel = args["path"]
 path = os.path.normpath(os.path.join(root, rel))
 def done(text, error=False):
     sys.stdout.write(json.dumps({"text": text, "error": error}))
     sys.exit(0)
+KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+MAGIC = ((b"\x7fELF", "ELF executable or library"), (b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"),
+         (b"GIF8", "GIF image"), (b"%PDF", "PDF document"), (b"PK\x03\x04", "zip archive"),
+         (b"\x1f\x8b", "gzip data"), (b"BZh", "bzip2 data"), (b"\xfd7zXZ", "xz data"), (b"SQLite format 3", "SQLite database"))
+def special(p):
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as exc:
+        return None if not os.path.lexists(p) else f"cannot be opened ({exc.strerror})"
+    for test, name in KINDS:
+        if test(mode):
+            return name
+    return None
 if req["op"] == "read":
     if os.path.isdir(path):
         done("\n".join(sorted(e + ("/" if os.path.isdir(os.path.join(path, e)) else "") for e in os.listdir(path))))
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         done(f"Error: file not found: {rel}", True)
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().splitlines()
-    offset = int(req.get("offset") or 1)
-    limit = int(req.get("limit") or req["default_limit"])
-    if offset > max(len(lines), 1):
-        done(f"Error: offset {offset} is past the end of {rel} ({len(lines)} lines)", True)
-    chosen = lines[offset - 1 : offset - 1 + limit]
-    done("\n".join(f"{n:6d}\t{line}" for n, line in enumerate(chosen, start=offset)))
+    kind = special(path)
+    if kind:
+        done(f"Error: {rel} is {kind}, not a regular file; Read shows regular files only", True)
+    size = os.path.getsize(path)
+    cap = int(req["cap"])
+    with open(path, "rb") as fh:
+        head = fh.read(8192)
+        if b"\0" in head:
+            what = next((name for sig, name in MAGIC if head.startswith(sig)), "binary data")
+            done(f"{rel} is a binary file ({what}, {size} bytes); its content is not shown. First bytes: "
+                 + head[:32].hex(" "))
+        fh.seek(0)
+        offset = int(args.get("offset") or 1)
+        limit = int(args.get("limit") or req["default_limit"])
+        out, used, n, last = [], 0, 0, offset - 1
+        truncated = False
+        for n, raw in enumerate(fh, start=1):
+            if n < offset:
+                continue
+            if n >= offset + limit:
+                truncated = "lines"
+                break
+            line = raw.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
+            entry = f"{n:6d}\t{line}"
+            if used + len(entry) + 1 > cap:
+                truncated = "bytes"
+                break
+            out.append(entry)
+            used += len(entry) + 1
+            last = n
+    if offset > max(n, 1):
+        done(f"Error: offset {offset} is past the end of {rel} ({n} lines)", True)
+    text = "\n".join(out)
+    if truncated == "bytes":
+        text += (f"\n[worldline: output truncated at {cap} bytes after line {last}; "
+                 f"read on with offset {last + 1}]")
+    done(text)
 if req["op"] == "edit":
-    old, new = req["old_string"], req["new_string"]
-    exists = os.path.exists(path)
+    old, new = args["old_string"], args["new_string"]
+    exists = os.path.lexists(path)
     before = ""
     if exists:
         if os.path.isdir(path):
             done(f"Error: {rel} is a directory", True)
-        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-            before = fh.read()
+        kind = special(path)
+        if kind:
+            done(f"Error: {rel} is {kind}, not a regular file; Edit changes regular files only", True)
+        with open(path, "rb") as fh:
+            before = fh.read().decode("utf-8", "surrogateescape")
     if old == "":
         if exists and before:
             done(f"Error: {rel} already exists and is not empty; give old_string to edit it", True)
@@ -108,18 +154,23 @@ if req["op"] == "edit":
     else:
         if not exists:
             done(f"Error: file not found: {rel}", True)
+        if old not in before and "\r\n" in before and "\n" in old and "\r\n" not in old:
+            # The agent writes "\n"; the file uses CRLF: match and write in the file's own line endings.
+            old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
         count = before.count(old)
         if count == 0:
             done(f"Error: old_string not found in {rel}", True)
-        if count > 1 and not req.get("replace_all"):
+        if count > 1 and not args.get("replace_all"):
             done(f"Error: old_string occurs {count} times in {rel}; add context to make it unique or set replace_all", True)
-        after = before.replace(old, new) if req.get("replace_all") else before.replace(old, new, 1)
+        after = before.replace(old, new) if args.get("replace_all") else before.replace(old, new, 1)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
-        fh.write(after)
+    with open(path, "wb") as fh:
+        fh.write(after.encode("utf-8", "surrogateescape"))
     name = os.path.relpath(path, root)
+    # Lines end at "\n" only, as git sees them ("\r", form feeds and U+2028 are content).
+    lines = lambda t: re.findall(r"[^\n]*\n|[^\n]+", t)
     diff = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        lines(before), lines(after),
         fromfile="/dev/null" if not exists else "a/" + name, tofile="b/" + name)
     text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
     done(text or "(no change)")
@@ -132,6 +183,7 @@ class SWEEnvironment(ShellEnvironment):
 
     domain = Domain.SWE
     default_image = DEBIAN_IMAGE
+    render_cols = 4096  # Bash output is tool output: long lines stay whole
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -196,26 +248,20 @@ class SWEEnvironment(ShellEnvironment):
                 ),
                 info={"out_of_action_space": True},
             )
-        try:
-            name, arguments = parse_tool_call(action)
-        except ValueError as exc:
-            return StepResult(action=action, observation=Observation(text=f"Error: {exc}", is_error=True))
+        checked = checked_tool_call(action, self.space)
+        if isinstance(checked, StepResult):
+            return checked
+        name, arguments = checked
         action = tool_call_action(name, arguments)
-        if name not in self.space.tool_names():
-            return out_of_action_space(action, self.space)
         if name == "Bash":
-            return self._bash(action, str(arguments.get("command", "")))
-        missing = [p for p in ("path",) if not isinstance(arguments.get(p), str)]
-        if name == "Edit":
-            missing += [p for p in ("old_string", "new_string") if not isinstance(arguments.get(p), str)]
-        if missing:
-            return StepResult(
-                action=action,
-                observation=Observation(
-                    text=f"Error: {name} needs string argument(s) {', '.join(missing)}", is_error=True
-                ),
-            )
-        request = {"op": name.lower(), "root": REPO_DIR, "default_limit": READ_DEFAULT_LIMIT, **arguments}
+            return self._bash(action, arguments["command"])
+        request = {
+            "op": name.lower(),
+            "root": REPO_DIR,
+            "default_limit": READ_DEFAULT_LIMIT,
+            "cap": self.sandbox.limits.output_cap_bytes,
+            "args": arguments,
+        }
         reply = self._helper(request)
         fmt = ObservationFormat.DIFF if name == "Edit" and not reply["error"] else ObservationFormat.TEXT
         return StepResult(
@@ -230,7 +276,7 @@ class SWEEnvironment(ShellEnvironment):
             action=action,
             observation=Observation(text=command_output(output.text, command), format=ObservationFormat.TEXT),
             exit_code=output.exit_code,
-            info=output.info(),
+            info=self.shell_step_info(output),
         )
 
     def _helper(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -245,6 +291,12 @@ class SWEEnvironment(ShellEnvironment):
         try:
             reply: dict[str, Any] = json.loads(result.output)
         except json.JSONDecodeError:
+            if result.timed_out:
+                limit = self.sandbox.limits.helper_timeout_s
+                return {
+                    "text": f"Error: the tool did not finish within {limit:g} s and was stopped",
+                    "error": True,
+                }
             return {
                 "text": f"Error: the tool failed (exit {result.exit_code}): {result.output.strip()[-500:]}",
                 "error": True,
@@ -253,11 +305,13 @@ class SWEEnvironment(ShellEnvironment):
 
 
 def command_output(terminal_text: str, command: str) -> str:
-    """The output of a Bash call without the terminal's echo of the command and the closing prompt."""
+    """The output of a Bash call without the terminal's echo of the command's first line and the closing
+    prompt. The prompts and echoes of a multi-line command's later lines stay: they are how the terminal
+    interleaved them with the output."""
     lines = terminal_text.split("\n")
-    echoed = command.rstrip("\n").count("\n") + 1
-    if lines and lines[0].strip() == command.split("\n")[0].strip():
-        lines = lines[echoed:]
+    first = command.split("\n")[0].strip()
+    if lines and lines[0].strip() == first:
+        lines = lines[1:]
     notes = [line for line in lines if line.startswith("[worldline: ")]
     body = [line for line in lines if not line.startswith("[worldline: ")]
     if body and body[-1].rstrip().endswith(("$", "#")) and "@sandbox:" in body[-1]:

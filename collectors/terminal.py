@@ -15,8 +15,7 @@ from collectors.environment import (
     ShellEnvironment,
     StepResult,
     Task,
-    out_of_action_space,
-    parse_tool_call,
+    checked_tool_call,
     record_initial_state,
 )
 from collectors.sandbox import WORK_DIR, SandboxError
@@ -109,28 +108,41 @@ class TerminalEnvironment(ShellEnvironment):
             raise SandboxError("step() before reset(): call reset(task) first")
         timeout = self.sandbox.limits.step_timeout_s
         if action.kind == ActionKind.TOOL_CALL:
-            name, arguments = parse_tool_call(action)
+            checked = checked_tool_call(action, ACTION_SPACE)
+            if isinstance(checked, StepResult):
+                return checked
+            name, arguments = checked
             if name == "run_command":
-                action = Action(kind=ActionKind.COMMAND, text=str(arguments.get("command", "")))
-            elif name == "send_keystrokes":
-                keys = normalise_keystrokes(arguments.get("keystrokes", []))
-                action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
+                action = Action(kind=ActionKind.COMMAND, text=str(arguments["command"]))
             else:
-                return out_of_action_space(action, ACTION_SPACE)
+                keys = normalise_keystrokes(arguments["keystrokes"])
+                action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
         if action.kind == ActionKind.COMMAND:
             output = self.shell.run_command(action.text, timeout_s=timeout)
             return self._result(action, output)
         if action.kind == ActionKind.KEYSTROKES:
-            keys = normalise_keystrokes(json.loads(action.text))
+            try:
+                keys = normalise_keystrokes(json.loads(action.text))
+            except (ValueError, TypeError) as exc:
+                return StepResult(
+                    action=action,
+                    observation=Observation(text=f"Error: cannot read keystrokes: {exc}", is_error=True),
+                    info={"invalid_tool_call": True},
+                )
             action = Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
-            outputs = [
-                self.shell.send_keys(k["keystrokes"], duration_s=k["duration"], timeout_s=timeout)
-                for k in keys
-            ]
+            outputs: list[ShellOutput] = []
+            for k in keys:
+                outputs.append(
+                    self.shell.send_keys(k["keystrokes"], duration_s=k["duration"], timeout_s=timeout)
+                )
+                if outputs[-1].shell_ended:
+                    break  # the rest of the keys have no terminal to go to
             merged = ShellOutput(
                 text="".join(o.text for o in outputs),
                 exit_code=next((o.exit_code for o in reversed(outputs) if o.exit_code is not None), None),
                 prompt_returned=outputs[-1].prompt_returned if outputs else False,
+                late_bytes=sum(o.late_bytes for o in outputs),
+                shell_ended=next((o.shell_ended for o in outputs if o.shell_ended), None),
                 flooded=any(o.flooded for o in outputs),
                 omitted_bytes=sum(o.omitted_bytes for o in outputs),
                 total_bytes=sum(o.total_bytes for o in outputs),
@@ -150,7 +162,7 @@ class TerminalEnvironment(ShellEnvironment):
             action=action,
             observation=Observation(text=output.text, format=ObservationFormat.TERMINAL),
             exit_code=output.exit_code,
-            info=output.info(),
+            info=self.shell_step_info(output),
         )
 
 
