@@ -113,7 +113,11 @@ def test_resume_after_ctrl_c_publishes_one_final_record_per_task(tmp_path: Path)
     label = f"{LABEL_OWNER_PID}={runner.pid}"
     while not client.containers.list(filters={"label": label}) and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(1.5)  # the episodes are in their first step
+    # The episodes are in their first step once their shells opened their recordings (on a loaded
+    # machine that can take a while after the sandboxes exist).
+    while not list((out / "casts").glob("*.cast")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
     os.kill(runner.pid, signal.SIGINT)
     assert runner.wait(timeout=60) == 130
     assert client.containers.list(all=True, filters={"label": label}) == []  # Ctrl-C left no sandbox
