@@ -121,6 +121,9 @@ class ResetResult:
     initial_state: str
     action_space: ActionSpace
     info: dict[str, Any] = field(default_factory=dict)
+    # The trajectory's simulation instruction when the environment sets conditions of its own (search
+    # perturbations); None keeps the task's `simulation_instruction`.
+    simulation_instruction: str | None = None
 
 
 @dataclass
@@ -315,6 +318,8 @@ def tool_call_action(name: str, arguments: dict[str, Any]) -> Action:
 DOMAIN_MODULES: dict[str, str] = {
     Domain.TERMINAL.value: "collectors.terminal",
     Domain.SWE.value: "collectors.swe",
+    Domain.MCP.value: "collectors.mcp",
+    Domain.SEARCH.value: "collectors.search",
 }
 
 

@@ -17,6 +17,7 @@ PACKAGES=(
   curl            # engine.sh probes the Docker API socket with it
   ca-certificates
   python3-venv    # `make setup` creates .venv with the machine's python3 (Debian splits venv out)
+  python3-doc     # the search domain's local corpus: Python's HTML documentation, indexed offline by make setup
 )
 
 missing=()

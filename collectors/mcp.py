@@ -1,0 +1,570 @@
+"""MCP domain: JSON tool calls to a real MCP server (stdio or streamable HTTP) through the `mcp` SDK.
+
+The action space is the server's own `tools/list` (names, descriptions, input schemas), known only once
+the server runs, so `reset` returns it. An observation is the `tools/call` result exactly as the client
+received it, as MCP JSON (`content` blocks, `structuredContent`, `isError`); binary payloads (images,
+audio, blob resources) are described (MIME type, size, digest) instead of inlined. What the client got
+when things go wrong is recorded the same way: a JSON-RPC error (unknown tool, invalid arguments), a
+timeout, or the connection closing because the server died; after the server died the episode ends as
+`env_failure` with the reason and the server's last stderr lines.
+
+Every episode owns one asyncio event loop, driven from the episode's worker thread, with one task that
+holds the SDK's transport and session context managers from `reset` to `close`: `--concurrency N` still
+means N servers and N episodes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+import jsonschema
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from collectors.environment import (
+    Check,
+    Environment,
+    ResetResult,
+    StepResult,
+    Task,
+    TaskError,
+    out_of_action_space,
+    parse_tool_call,
+)
+from collectors.mcp_servers import BUNDLED, INSTALL_FIX, Launch
+from collectors.sandbox import SandboxError
+from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
+
+DEFAULT_START_TIMEOUT_S = 30.0
+STDERR_TAIL_CHARS = 1500
+CONNECTION_KEYS = ("server", "command", "url")
+COMMON_KEYS = {"server", "command", "args", "env", "cwd", "url", "headers", "timeout_s", "start_timeout_s"}
+
+
+class MCPServerError(SandboxError):
+    """The MCP server could not start, or died: the episode's environment failed (an env_failure)."""
+
+
+# -- observations ----------------------------------------------------------------------------------
+
+
+def describe_binary(data: str, mime_type: str | None, what: str) -> str:
+    """A base64 payload as a short description: kind, MIME type, decoded size and a digest."""
+    try:
+        raw = base64.b64decode(data, validate=False)
+    except (ValueError, TypeError):
+        raw = data.encode()
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    return f"[{what} {mime_type or 'unknown type'}, {len(raw)} bytes, sha256 {digest}]"
+
+
+def describe_block(block: Any) -> dict[str, Any]:
+    """One content block in MCP wire form, binary data replaced by its description."""
+    obj: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
+    kind = obj.get("type")
+    if kind in ("image", "audio") and isinstance(obj.get("data"), str):
+        obj["data"] = describe_binary(obj["data"], obj.get("mimeType"), kind)
+    if kind == "resource" and isinstance(obj.get("resource"), dict):
+        resource = obj["resource"]
+        if isinstance(resource.get("blob"), str):
+            resource["blob"] = describe_binary(resource["blob"], resource.get("mimeType"), "blob")
+    return obj
+
+
+def render_tool_result(result: types.CallToolResult) -> str:
+    """The tool result as the client received it (MCP JSON, camelCase keys), binaries described."""
+    out: dict[str, Any] = {"content": [describe_block(b) for b in result.content]}
+    if result.structured_content is not None:
+        out["structuredContent"] = result.structured_content
+    out["isError"] = bool(result.is_error)
+    return json.dumps(out, ensure_ascii=False, indent=1)
+
+
+def render_error(code: int | None, message: str, data: Any = None) -> str:
+    """A JSON-RPC error (or a transport failure, code None) as the client saw it."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return json.dumps({"error": error}, ensure_ascii=False, indent=1)
+
+
+def tool_spec(tool: types.Tool) -> ToolSpec:
+    description = tool.description or tool.title or ""
+    return ToolSpec(name=tool.name, description=description, parameters=dict(tool.input_schema or {}))
+
+
+def schema_violation(arguments: dict[str, Any], schema: dict[str, Any] | None) -> str | None:
+    """Why `arguments` break the tool's input schema (None when they conform or it cannot be checked)."""
+    if not schema:
+        return None
+    try:
+        jsonschema.validate(arguments, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+        return f"{where}: {exc.message}"
+    except jsonschema.SchemaError:
+        return None
+    return None
+
+
+# -- the connection --------------------------------------------------------------------------------
+
+
+class MCPConnection:
+    """One client session to one server on a private event loop, driven synchronously.
+
+    A single owner task enters the transport and session context managers and keeps them open until
+    `close`; calls run on the same loop from the caller's thread (`run_until_complete`), so the SDK's
+    anyio cancel scopes are entered and left by the task that owns them.
+    """
+
+    def __init__(
+        self,
+        *,
+        launch: Launch | None = None,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        errlog: TextIO | None = None,
+        call_timeout_s: float = 30.0,
+    ) -> None:
+        if (launch is None) == (url is None):
+            raise ValueError("an MCP connection needs exactly one of a launch (stdio) or a url (HTTP)")
+        self.launch, self.url, self.headers = launch, url, headers or {}
+        self.errlog = errlog
+        self.call_timeout_s = call_timeout_s
+        self.loop = asyncio.new_event_loop()
+        self.session: ClientSession | None = None
+        self.init: types.InitializeResult | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._closing: asyncio.Event | None = None
+        self.closed_reason: str | None = None
+
+    # lifecycle
+    def open(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> types.InitializeResult:
+        return self.loop.run_until_complete(self._open(timeout_s))
+
+    async def _open(self, timeout_s: float) -> types.InitializeResult:
+        self._closing = asyncio.Event()
+        ready: asyncio.Future[types.InitializeResult] = self.loop.create_future()
+        self._owner = self.loop.create_task(self._own(ready))
+        waiting: set[asyncio.Future[Any]] = {ready, self._owner}
+        done, _ = await asyncio.wait(waiting, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        if ready in done:
+            self.init = ready.result()
+            return self.init
+        if self._owner in done:
+            exc = self._owner.exception()
+            raise MCPServerError(f"the MCP server ended before it initialised: {exc_text(exc)}")
+        await self._stop_owner()
+        raise MCPServerError(f"the MCP server did not initialise within {timeout_s:g} s")
+
+    async def _own(self, ready: asyncio.Future[types.InitializeResult]) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            if self.launch is not None:
+                params = StdioServerParameters(
+                    command=self.launch.command,
+                    args=self.launch.args,
+                    env=self.launch.env or None,
+                    cwd=self.launch.cwd,
+                )
+                streams = await stack.enter_async_context(
+                    stdio_client(params, errlog=self.errlog or _devnull())
+                )
+            else:
+                assert self.url is not None
+                http_client = None
+                if self.headers:
+                    from mcp.shared._httpx_utils import create_mcp_http_client
+
+                    http_client = await stack.enter_async_context(
+                        create_mcp_http_client(headers=self.headers)
+                    )
+                streams = await stack.enter_async_context(
+                    streamable_http_client(self.url, http_client=http_client)
+                )
+            read, write = streams[0], streams[1]
+            session = await stack.enter_async_context(ClientSession(read, write))
+            init = await session.initialize()
+            self.session = session
+            ready.set_result(init)
+            assert self._closing is not None
+            await self._closing.wait()
+
+    async def _stop_owner(self) -> None:
+        if self._owner is None:
+            return
+        if self._closing is not None:
+            self._closing.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._owner), timeout=5.0)
+        except (TimeoutError, asyncio.CancelledError):
+            self._owner.cancel()
+        except BaseException:  # the transport's own teardown failure: nothing left to release
+            pass
+        if not self._owner.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._owner, timeout=5.0)
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        try:
+            self.loop.run_until_complete(self._stop_owner())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        finally:
+            self.session = None
+            self.loop.close()
+
+    # requests
+    def _require(self) -> ClientSession:
+        if self.session is None:
+            raise MCPServerError("the MCP session is not open (call open() first)")
+        return self.session
+
+    def list_tools(self) -> list[types.Tool]:
+        session = self._require()
+
+        async def all_pages() -> list[types.Tool]:
+            tools: list[types.Tool] = []
+            cursor: str | None = None
+            while True:
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.list_tools(params=params)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    return tools
+
+        return self.loop.run_until_complete(asyncio.wait_for(all_pages(), self.call_timeout_s))
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """The server's result; raises MCPError for JSON-RPC errors, timeouts and a closed connection."""
+        session = self._require()
+        coro = session.call_tool(name, arguments, read_timeout_seconds=self.call_timeout_s)
+        try:
+            return self.loop.run_until_complete(asyncio.wait_for(coro, self.call_timeout_s + 5.0))
+        except TimeoutError as exc:
+            raise MCPError(types.REQUEST_TIMEOUT, f"no reply within {self.call_timeout_s:g} s") from exc
+
+    def server_alive(self) -> bool:
+        return self._owner is not None and not self._owner.done()
+
+
+def exc_text(exc: BaseException | None) -> str:
+    """An exception (or exception group) as one readable line."""
+    if exc is None:
+        return "no error reported"
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(exc_text(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _devnull() -> TextIO:
+    return open("/dev/null", "w")  # the server process keeps writing to it until it exits
+
+
+# -- the environment -------------------------------------------------------------------------------
+
+
+class MCPEnvironment(Environment):
+    """One MCP server per episode, seeded in a private workspace folder, driven through the SDK."""
+
+    domain = Domain.MCP
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.connection: MCPConnection | None = None
+        self.workspace: Path | None = None
+        self.tools: dict[str, types.Tool] = {}
+        self.space = ActionSpace()
+        self._stderr: TextIO | None = None
+        self._server_died: str | None = None
+
+    # -- task configuration ----------------------------------------------------------------------
+    @classmethod
+    def validate_task(cls, task: Task, where: str = "task") -> None:
+        super().validate_task(task, where)
+        cfg = task.domain_config("mcp")
+        at = f"{where} (id {task.id})"
+        given = [k for k in CONNECTION_KEYS if k in cfg]
+        if len(given) != 1:
+            raise TaskError(
+                f"{at}: field 'mcp' needs exactly one of 'server' (a bundled server: "
+                f"{', '.join(sorted(BUNDLED))}), 'command' (any stdio server) or 'url' (streamable HTTP); "
+                f"got {', '.join(given) or 'none'}"
+            )
+        seed_keys: set[str] = set()
+        if "server" in cfg:
+            server = BUNDLED.get(cfg["server"]) if isinstance(cfg["server"], str) else None
+            if server is None:
+                raise TaskError(
+                    f"{at}: field 'mcp.server' names an unknown server {cfg['server']!r}; bundled servers: "
+                    f"{', '.join(sorted(BUNDLED))} (or give 'mcp.command' to start any stdio server)"
+                )
+            seed_keys = set(server.seed_keys)
+            _check_seed(cfg, at)
+        unknown = sorted(set(cfg) - COMMON_KEYS - seed_keys)
+        if unknown:
+            raise TaskError(
+                f"{at}: unknown field(s) {', '.join('mcp.' + k for k in unknown)}; known here: "
+                f"{', '.join(sorted(COMMON_KEYS | seed_keys))}"
+            )
+        if "command" in cfg and (not isinstance(cfg["command"], str) or not cfg["command"].strip()):
+            raise TaskError(f"{at}: field 'mcp.command' must be a non-empty string (the program to start)")
+        if "url" in cfg and (
+            not isinstance(cfg["url"], str) or not cfg["url"].startswith(("http://", "https://"))
+        ):
+            raise TaskError(
+                f"{at}: field 'mcp.url' must be an http:// or https:// URL of a streamable HTTP server"
+            )
+        if "args" in cfg and not (
+            isinstance(cfg["args"], list) and all(isinstance(a, str) for a in cfg["args"])
+        ):
+            raise TaskError(f"{at}: field 'mcp.args' must be a list of strings")
+        for key in ("env", "headers"):
+            value = cfg.get(key, {})
+            if not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+                raise TaskError(f"{at}: field 'mcp.{key}' must be an object of string values")
+        if "cwd" in cfg and not isinstance(cfg["cwd"], str):
+            raise TaskError(f"{at}: field 'mcp.cwd' must be a string (a folder path)")
+        for key in ("timeout_s", "start_timeout_s"):
+            value = cfg.get(key, 1)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise TaskError(f"{at}: field 'mcp.{key}' must be a positive number of seconds")
+
+    @classmethod
+    def needs_engine(cls, task: Task | None = None) -> bool:
+        return False
+
+    @classmethod
+    def doctor_checks(cls) -> list[Check]:
+        checks = [
+            Check(
+                "node (for the npm MCP servers)",
+                shutil.which("node") is not None,
+                shutil.which("node") or "not on PATH",
+                "apt-get install nodejs (node 18 or newer)",
+                domain="mcp",
+            )
+        ]
+        for server in BUNDLED.values():
+            ok = server.is_installed()
+            checks.append(
+                Check(
+                    f"MCP server '{server.name}' ({server.package})",
+                    ok,
+                    str(server.installed_path()) if ok else f"missing: {server.installed_path()}",
+                    INSTALL_FIX,
+                    domain="mcp",
+                )
+            )
+        return checks
+
+    # -- episode ---------------------------------------------------------------------------------
+    def _launch(self, task: Task, cfg: dict[str, Any], workspace: Path) -> Launch:
+        if "server" in cfg:
+            server = BUNDLED[cfg["server"]]
+            if not server.is_installed():
+                raise MCPServerError(
+                    f"task {task.id}: the bundled MCP server {server.name!r} is not installed "
+                    f"({server.installed_path()} is missing); run {INSTALL_FIX}"
+                )
+            try:
+                return server.launch(workspace, cfg)
+            except (ValueError, OSError, sqlite3.Error) as exc:
+                raise MCPServerError(f"task {task.id}: cannot seed the {server.name} server: {exc}") from exc
+        cwd = cfg.get("cwd")
+        return Launch(
+            cfg["command"], list(cfg.get("args", [])), dict(cfg.get("env", {})), cwd or str(workspace)
+        )
+
+    def reset(self, task: Task) -> ResetResult:
+        self.task = task
+        cfg = task.domain_config("mcp")
+        self.workspace = Path(tempfile.mkdtemp(prefix="worldline-mcp-"))
+        timeout = float(cfg.get("timeout_s", self.options.limits.step_timeout_s))
+        self._stderr = (self.workspace / "server.stderr").open("w", encoding="utf-8")
+        launch = None if "url" in cfg else self._launch(task, cfg, self.workspace)
+        self.connection = MCPConnection(
+            launch=launch,
+            url=cfg.get("url"),
+            headers=cfg.get("headers"),
+            errlog=self._stderr,
+            call_timeout_s=timeout,
+        )
+        try:
+            init = self.connection.open(float(cfg.get("start_timeout_s", DEFAULT_START_TIMEOUT_S)))
+            tools = self.connection.list_tools()
+        except (MCPServerError, MCPError, OSError, TimeoutError) as exc:
+            raise MCPServerError(
+                f"task {task.id}: the MCP server failed to start: {exc_text(exc)}{self._stderr_tail()}"
+            ) from exc
+        self.tools = {t.name: t for t in tools}
+        info = init.server_info
+        self.space = ActionSpace(
+            description=(
+                f"You call the tools of the MCP server {info.name!r} (version {info.version}). Each action is "
+                'a JSON tool call {"name": ..., "arguments": {...}}; the observation is the tool result as '
+                "MCP JSON: content blocks, structuredContent when the tool gives it, and isError."
+                + (f"\nServer instructions: {init.instructions}" if init.instructions else "")
+            ),
+            tools=[tool_spec(t) for t in tools],
+        )
+        initial_state = self._initial_state(cfg, init, launch)
+        first: dict[str, Any] = {
+            "server": info.name,
+            "version": info.version,
+            "protocolVersion": init.protocol_version,
+            "tools": sorted(self.tools),
+        }
+        if "server" in cfg and BUNDLED[cfg["server"]].hint:
+            first["note"] = BUNDLED[cfg["server"]].hint
+        return ResetResult(
+            observation=Observation(
+                text=json.dumps(first, ensure_ascii=False), format=ObservationFormat.JSON
+            ),
+            initial_state=initial_state,
+            action_space=self.space,
+            info={
+                "mcp_server": info.name,
+                "mcp_server_version": info.version,
+                "mcp_protocol": init.protocol_version,
+            },
+        )
+
+    def _initial_state(self, cfg: dict[str, Any], init: types.InitializeResult, launch: Launch | None) -> str:
+        info = init.server_info
+        lines = ["## MCP server", f"name: {info.name}", f"version: {info.version}"]
+        lines.append(f"protocol: {init.protocol_version}")
+        if "server" in cfg:
+            lines.append(f"bundled: {cfg['server']} ({BUNDLED[cfg['server']].package})")
+        if launch is not None:
+            lines.append(f"command: {launch.command} {' '.join(launch.args)}")
+        else:
+            lines.append(f"url: {cfg['url']}")
+        caps = init.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+        lines.append(f"capabilities: {json.dumps(caps, sort_keys=True)}")
+        lines.append("")
+        lines.append("## Served state")
+        if "server" in cfg and self.workspace is not None:
+            lines.append(BUNDLED[cfg["server"]].snapshot(self.workspace))
+        else:
+            lines.append("not inspected (a server started from the task's command or url)")
+        return "\n".join(lines)
+
+    def step(self, action: Action) -> StepResult:
+        if self.connection is None:
+            raise MCPServerError("step() before reset(): call reset(task) first")
+        if self._server_died is not None:
+            raise MCPServerError(self._server_died)
+        try:
+            name, arguments = parse_tool_call(action)
+        except ValueError as exc:
+            return StepResult(
+                action=action,
+                observation=Observation(
+                    text=render_error(None, str(exc)), format=ObservationFormat.JSON, is_error=True
+                ),
+                info={"malformed_call": True},
+            )
+        if name not in self.tools:
+            return out_of_action_space(action, self.space)
+        info: dict[str, Any] = {}
+        violation = schema_violation(arguments, self.tools[name].input_schema)
+        if violation:
+            info["schema_violation"] = violation
+        try:
+            result = self.connection.call_tool(name, arguments)
+        except MCPError as exc:
+            text = render_error(exc.code, exc.message, exc.data)
+            if exc.code == types.REQUEST_TIMEOUT:
+                info["timed_out"] = True
+            if exc.code == types.CONNECTION_CLOSED or not self.connection.server_alive():
+                info["server_exited"] = True
+                self._server_died = (
+                    f"the MCP server exited during the episode: {exc.message}{self._stderr_tail()}"
+                )
+            return StepResult(
+                action=action,
+                observation=Observation(text=text, format=ObservationFormat.JSON, is_error=True),
+                info=info,
+            )
+        except Exception as exc:  # a reply the SDK could not validate: record what the client got
+            info["client_error"] = type(exc).__name__
+            return StepResult(
+                action=action,
+                observation=Observation(
+                    text=render_error(None, exc_text(exc)), format=ObservationFormat.JSON, is_error=True
+                ),
+                info=info,
+            )
+        return StepResult(
+            action=action,
+            observation=Observation(
+                text=render_tool_result(result), format=ObservationFormat.JSON, is_error=bool(result.is_error)
+            ),
+            info=info,
+        )
+
+    def _stderr_tail(self) -> str:
+        if self.workspace is None:
+            return ""
+        if self._stderr is not None:
+            self._stderr.flush()
+        path = self.workspace / "server.stderr"
+        try:
+            text = path.read_text("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+        return f"\nserver stderr (last lines):\n{text[-STDERR_TAIL_CHARS:]}" if text else ""
+
+    def close(self) -> None:
+        if self.connection is not None:
+            with contextlib.suppress(Exception):
+                self.connection.close()
+            self.connection = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self.workspace is not None:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+            self.workspace = None
+
+
+def _check_seed(cfg: dict[str, Any], at: str) -> None:
+    """The seeded state's fields have the right shapes (files: path -> text; sql: statements; ...)."""
+    for key in ("files", "uncommitted"):
+        if key in cfg and not (
+            isinstance(cfg[key], dict) and all(isinstance(v, str) for v in cfg[key].values())
+        ):
+            raise TaskError(f"{at}: field 'mcp.{key}' must be an object of relative path -> file text")
+    if "sql" in cfg and not (isinstance(cfg["sql"], list) and all(isinstance(s, str) for s in cfg["sql"])):
+        raise TaskError(f"{at}: field 'mcp.sql' must be a list of SQL statements (strings)")
+    if "commits" in cfg and not (
+        isinstance(cfg["commits"], list) and all(isinstance(c, dict) and "files" in c for c in cfg["commits"])
+    ):
+        raise TaskError(
+            f"{at}: field 'mcp.commits' must be a list of {{'files': {{...}}, 'message': ...}} objects"
+        )
+    graph = cfg.get("graph")
+    if graph is not None and not (
+        isinstance(graph, dict)
+        and isinstance(graph.get("entities", []), list)
+        and isinstance(graph.get("relations", []), list)
+    ):
+        raise TaskError(f"{at}: field 'mcp.graph' must be {{'entities': [...], 'relations': [...]}}")
+
+
+ENVIRONMENT = MCPEnvironment
