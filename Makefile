@@ -36,8 +36,9 @@ engine:  ## start the project-local Podman Docker-API service
 images:  ## build the sandbox base images offline (cached)
 	bash infra/build-images.sh
 
-backends: venv  ## the MCP servers and the local search index of the mcp / search domains (offline, cached)
+backends: venv  ## MCP servers, their sandbox image, the local search index (mcp / search domains; offline, cached)
 	bash infra/install-mcp-servers.sh
+	bash infra/build-mcp-image.sh
 	bash infra/build-search-index.sh
 
 demo: setup  ## run the main job on the bundled data: collect, clean, build and verify pools

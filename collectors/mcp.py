@@ -19,9 +19,13 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import io
 import json
+import os
 import shutil
 import sqlite3
+import sys
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,14 +47,33 @@ from collectors.environment import (
     out_of_action_space,
     parse_tool_call,
 )
-from collectors.mcp_servers import BUNDLED, INSTALL_FIX, Launch
+from collectors.mcp_servers import BUNDLED, INSTALL_FIX, SANDBOX_IMAGE, SANDBOX_LAYOUT, Launch
 from collectors.sandbox import SandboxError
 from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
 
 DEFAULT_START_TIMEOUT_S = 30.0
 STDERR_TAIL_CHARS = 1500
 CONNECTION_KEYS = ("server", "command", "url")
-COMMON_KEYS = {"server", "command", "args", "env", "cwd", "url", "headers", "timeout_s", "start_timeout_s"}
+COMMON_KEYS = {
+    "server",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "timeout_s",
+    "start_timeout_s",
+    "sandbox",
+}
+# What the bridge process needs to find the same container engine as the collector.
+ENGINE_ENV = (
+    "WORLDLINE_DOCKER_HOST",
+    "DOCKER_HOST",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "CONTAINERS_CONF",
+)
 
 
 class MCPServerError(SandboxError):
@@ -282,6 +305,7 @@ class MCPEnvironment(Environment):
     """One MCP server per episode, seeded in a private workspace folder, driven through the SDK."""
 
     domain = Domain.MCP
+    default_image = SANDBOX_IMAGE
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
@@ -339,14 +363,31 @@ class MCPEnvironment(Environment):
                 raise TaskError(f"{at}: field 'mcp.{key}' must be an object of string values")
         if "cwd" in cfg and not isinstance(cfg["cwd"], str):
             raise TaskError(f"{at}: field 'mcp.cwd' must be a string (a folder path)")
+        if "sandbox" in cfg and not isinstance(cfg["sandbox"], bool):
+            raise TaskError(f"{at}: field 'mcp.sandbox' must be true or false")
+        if cfg.get("sandbox") and "url" in cfg:
+            raise TaskError(
+                f"{at}: field 'mcp.sandbox' cannot apply to a server reached by 'mcp.url'; drop one"
+            )
         for key in ("timeout_s", "start_timeout_s"):
             value = cfg.get(key, 1)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise TaskError(f"{at}: field 'mcp.{key}' must be a positive number of seconds")
 
     @classmethod
+    def sandboxed(cls, task: Task) -> bool:
+        """Whether the task's server runs in a sandbox: by default the bundled servers that serve files
+        or state (filesystem, memory, git, sqlite); `"sandbox": true/false` decides for any stdio server."""
+        cfg = task.domain_config("mcp")
+        if "url" in cfg:
+            return False
+        default = BUNDLED[cfg["server"]].touches_state if cfg.get("server") in BUNDLED else False
+        return bool(cfg.get("sandbox", default))
+
+    @classmethod
     def needs_engine(cls, task: Task | None = None) -> bool:
-        return False
+        # A typical task (None) serves files or state, so `sandbox doctor --env mcp` checks the engine.
+        return True if task is None else cls.sandboxed(task)
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
@@ -373,7 +414,7 @@ class MCPEnvironment(Environment):
         return checks
 
     # -- episode ---------------------------------------------------------------------------------
-    def _launch(self, task: Task, cfg: dict[str, Any], workspace: Path) -> Launch:
+    def _launch(self, task: Task, cfg: dict[str, Any], workspace: Path, sandboxed: bool) -> Launch:
         if "server" in cfg:
             server = BUNDLED[cfg["server"]]
             if not server.is_installed():
@@ -382,13 +423,32 @@ class MCPEnvironment(Environment):
                     f"({server.installed_path()} is missing); run {INSTALL_FIX}"
                 )
             try:
-                return server.launch(workspace, cfg)
+                return server.launch(workspace, cfg, SANDBOX_LAYOUT if sandboxed else None)
             except (ValueError, OSError, sqlite3.Error) as exc:
                 raise MCPServerError(f"task {task.id}: cannot seed the {server.name} server: {exc}") from exc
-        cwd = cfg.get("cwd")
-        return Launch(
-            cfg["command"], list(cfg.get("args", [])), dict(cfg.get("env", {})), cwd or str(workspace)
-        )
+        # A custom server runs where the collector runs (relative paths in its arguments mean what they
+        # say) unless the task names a folder.
+        cwd = cfg.get("cwd") or (str(SANDBOX_LAYOUT.workspace) if sandboxed else None)
+        return Launch(cfg["command"], list(cfg.get("args", [])), dict(cfg.get("env", {})), cwd)
+
+    def _into_sandbox(self, task: Task, workspace: Path, inside: Launch) -> Launch:
+        """Start the task's sandbox, copy the seeded workspace to /work, and return the launch of the
+        bridge that runs `inside` there over stdio."""
+        sandbox = self._start_sandbox(task)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path in sorted(workspace.iterdir()):
+                if path.name != "server.stderr":
+                    tar.add(path, arcname=path.name)
+        target = str(SANDBOX_LAYOUT.workspace)
+        if not sandbox.container.put_archive(target, buf.getvalue()):
+            raise MCPServerError(f"task {task.id}: the engine refused the seeded workspace for {target}")
+        bridge_env = {k: os.environ[k] for k in ENGINE_ENV if k in os.environ}
+        args = ["-m", "collectors.mcp_bridge", "--workdir", inside.cwd or target]
+        for key, value in inside.env.items():
+            args += ["--env", f"{key}={value}"]
+        command = [sandbox.container.id, "--", inside.command, *inside.args]
+        return Launch(sys.executable, [*args, *command], bridge_env, None)
 
     def reset(self, task: Task) -> ResetResult:
         self.task = task
@@ -396,9 +456,13 @@ class MCPEnvironment(Environment):
         self.workspace = Path(tempfile.mkdtemp(prefix="worldline-mcp-"))
         timeout = float(cfg.get("timeout_s", self.options.limits.step_timeout_s))
         self._stderr = (self.workspace / "server.stderr").open("w", encoding="utf-8")
-        launch = None if "url" in cfg else self._launch(task, cfg, self.workspace)
+        sandboxed = self.sandboxed(task)
+        launch = None if "url" in cfg else self._launch(task, cfg, self.workspace, sandboxed)
+        connect = launch
+        if sandboxed and launch is not None:
+            connect = self._into_sandbox(task, self.workspace, launch)
         self.connection = MCPConnection(
-            launch=launch,
+            launch=connect,
             url=cfg.get("url"),
             headers=cfg.get("headers"),
             errlog=self._stderr,
@@ -423,6 +487,9 @@ class MCPEnvironment(Environment):
             tools=[tool_spec(t) for t in tools],
         )
         initial_state = self._initial_state(cfg, init, launch)
+        info_extra: dict[str, Any] = {}
+        if self.sandbox is not None:
+            info_extra = {"image": self.sandbox.image, "limits": self.sandbox.limits.to_json()}
         first: dict[str, Any] = {
             "server": info.name,
             "version": info.version,
@@ -441,6 +508,7 @@ class MCPEnvironment(Environment):
                 "mcp_server": info.name,
                 "mcp_server_version": info.version,
                 "mcp_protocol": init.protocol_version,
+                **info_extra,
             },
         )
 
@@ -452,6 +520,11 @@ class MCPEnvironment(Environment):
             lines.append(f"bundled: {cfg['server']} ({BUNDLED[cfg['server']].package})")
         if launch is not None:
             lines.append(f"command: {launch.command} {' '.join(launch.args)}")
+            lines.append(f"working directory: {launch.cwd or '(the collector' + chr(39) + 's)'}")
+        if self.sandbox is not None:
+            lines.append(
+                f"sandbox: image {self.sandbox.image}, network {'on' if self.sandbox.limits.network else 'off'}"
+            )
         else:
             lines.append(f"url: {cfg['url']}")
         caps = init.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -459,7 +532,8 @@ class MCPEnvironment(Environment):
         lines.append("")
         lines.append("## Served state")
         if "server" in cfg and self.workspace is not None:
-            lines.append(BUNDLED[cfg["server"]].snapshot(self.workspace))
+            layout = SANDBOX_LAYOUT if self.sandbox is not None else None
+            lines.append(BUNDLED[cfg["server"]].snapshot_as_seen(self.workspace, layout))
         else:
             lines.append("not inspected (a server started from the task's command or url)")
         return "\n".join(lines)
@@ -538,6 +612,9 @@ class MCPEnvironment(Environment):
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
         if self.workspace is not None:
             shutil.rmtree(self.workspace, ignore_errors=True)
             self.workspace = None

@@ -95,19 +95,59 @@ class BundledServer:
     def is_installed(self) -> bool:
         return self.installed_path().exists()
 
-    def launch(self, workspace: Path, config: dict[str, Any]) -> Launch:
-        args = self.prepare(workspace, config)
-        env = self.env(workspace)
-        cwd = str(workspace / self.workdir)
+    def launch(self, workspace: Path, config: dict[str, Any], layout: Layout | None = None) -> Launch:
+        """Seed `workspace` (a host folder) from the task and return how to start the server, with the
+        paths as the server sees them under `layout` (the host's, or a sandbox's)."""
+        layout = layout or host_layout(workspace)
+        seen = layout.visible
+        args = [seen(workspace, a) for a in self.prepare(workspace, config)]
+        env = {k: seen(workspace, v) for k, v in self.env(workspace).items()}
+        cwd = str(layout.workspace / self.workdir) if self.workdir else str(layout.workspace)
         if self.kind == "node":
-            return Launch("node", [str(NODE_MODULES / self.entry), *args], env, cwd)
-        # The PyPI servers live in their own --target folder, run by the base interpreter so their pins
-        # never meet this project's virtualenv.
-        python = str(Path(sys.base_prefix) / "bin" / "python3")
-        env = {**env, "PYTHONPATH": str(self.python_lib()), "PYTHONNOUSERSITE": "1"}
-        # The console-script entry point `<module>:main`, as pip's wrapper would call it.
+            return Launch(layout.node, [f"{layout.node_modules}/{self.entry}", *args], env, cwd)
+        # The PyPI servers live in their own --target folders, run by a plain interpreter, so their pins
+        # never meet this project's virtualenv nor each other's.
         start = f"import sys, {self.entry}; sys.argv[0] = {self.package!r}; sys.exit({self.entry}.main())"
-        return Launch(python, ["-c", start, *args], env, cwd)
+        env = {**env, "PYTHONPATH": f"{layout.python_servers}/{self.name}/lib", "PYTHONNOUSERSITE": "1"}
+        return Launch(layout.python, ["-c", start, *args], env, cwd)
+
+    def snapshot_as_seen(self, workspace: Path, layout: Layout | None = None) -> str:
+        """The served state, with paths as the server sees them."""
+        layout = layout or host_layout(workspace)
+        return layout.visible(workspace, self.snapshot(workspace))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the programs and the seeded workspace are, as the server process sees them."""
+
+    node: str
+    node_modules: str
+    python: str
+    python_servers: str
+    workspace: Path
+
+    def visible(self, host_workspace: Path, text: str) -> str:
+        """`text` with the host workspace path replaced by the server's view of it."""
+        return text.replace(str(host_workspace), str(self.workspace))
+
+
+def host_layout(workspace: Path) -> Layout:
+    """Servers started on this machine: the installed folders and the workspace where it is."""
+    return Layout(
+        "node",
+        str(NODE_MODULES),
+        str(Path(sys.base_prefix) / "bin" / "python3"),
+        str(PYTHON_SERVERS),
+        workspace,
+    )
+
+
+# Servers started in a worldline/mcp sandbox (infra/build-mcp-image.sh lays the image out like this).
+SANDBOX_IMAGE = "worldline/mcp"
+SANDBOX_LAYOUT = Layout(
+    "/opt/mcp/bin/node", "/opt/mcp/node/node_modules", "/usr/bin/python3", "/opt/mcp/python", Path("/work")
+)
 
 
 # -- seeding and snapshots -------------------------------------------------------------------------
