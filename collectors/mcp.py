@@ -520,13 +520,12 @@ class MCPEnvironment(Environment):
             lines.append(f"bundled: {cfg['server']} ({BUNDLED[cfg['server']].package})")
         if launch is not None:
             lines.append(f"command: {launch.command} {' '.join(launch.args)}")
-            lines.append(f"working directory: {launch.cwd or '(the collector' + chr(39) + 's)'}")
-        if self.sandbox is not None:
-            lines.append(
-                f"sandbox: image {self.sandbox.image}, network {'on' if self.sandbox.limits.network else 'off'}"
-            )
+            lines.append(f"working directory: {launch.cwd or 'that of the collector'}")
         else:
             lines.append(f"url: {cfg['url']}")
+        if self.sandbox is not None:
+            network = "on" if self.sandbox.limits.network else "off"
+            lines.append(f"sandbox: image {self.sandbox.image}, network {network}")
         caps = init.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
         lines.append(f"capabilities: {json.dumps(caps, sort_keys=True)}")
         lines.append("")
