@@ -76,7 +76,8 @@ class Conditions:
             raise ConditionError(f"'conditions' must be a JSON object, got {type(cfg).__name__}")
         unknown = sorted(set(cfg) - set(cls.KEYS))
         if unknown:
-            raise ConditionError(f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(cls.KEYS)}")
+            fields = ", ".join(f"conditions.{k}" for k in unknown)
+            raise ConditionError(f"unknown field(s) {fields}; known conditions: {', '.join(cls.KEYS)}")
         hide = cfg.get("hide_answer", ())
         if isinstance(hide, str):
             hide = (hide,)
