@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -128,18 +130,28 @@ def tool_spec(tool: types.Tool) -> ToolSpec:
     return ToolSpec(name=tool.name, description=description, parameters=dict(tool.input_schema or {}))
 
 
-def schema_violation(arguments: dict[str, Any], schema: dict[str, Any] | None) -> str | None:
-    """Why `arguments` break the tool's input schema (None when they conform or it cannot be checked)."""
+def schema_validator(schema: dict[str, Any] | None) -> Any:
+    """A compiled validator of a tool's input schema (None when it has none or it is not valid JSON Schema).
+    Built once per tool at reset: checking the schema itself on every call would cost more than the call."""
     if not schema:
         return None
     try:
-        jsonschema.validate(arguments, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-        return f"{where}: {exc.message}"
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
     except jsonschema.SchemaError:
         return None
-    return None
+    return cls(schema)
+
+
+def schema_violation(arguments: dict[str, Any], validator: Any) -> str | None:
+    """Why `arguments` break the tool's input schema (None when they conform or it cannot be checked)."""
+    if validator is None:
+        return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"{where}: {error.message}"
 
 
 # -- the connection --------------------------------------------------------------------------------
@@ -275,11 +287,10 @@ class MCPConnection:
     def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """The server's result; raises MCPError for JSON-RPC errors, timeouts and a closed connection."""
         session = self._require()
-        coro = session.call_tool(name, arguments, read_timeout_seconds=self.call_timeout_s)
-        try:
-            return self.loop.run_until_complete(asyncio.wait_for(coro, self.call_timeout_s + 5.0))
-        except TimeoutError as exc:
-            raise MCPError(types.REQUEST_TIMEOUT, f"no reply within {self.call_timeout_s:g} s") from exc
+        # The SDK's own read timeout answers a slow server with an MCPError (REQUEST_TIMEOUT).
+        return self.loop.run_until_complete(
+            session.call_tool(name, arguments, read_timeout_seconds=self.call_timeout_s)
+        )
 
     def server_alive(self) -> bool:
         return self._owner is not None and not self._owner.done()
@@ -312,6 +323,7 @@ class MCPEnvironment(Environment):
         self.connection: MCPConnection | None = None
         self.workspace: Path | None = None
         self.tools: dict[str, types.Tool] = {}
+        self.validators: dict[str, Any] = {}
         self.space = ActionSpace()
         self._stderr: TextIO | None = None
         self._server_died: str | None = None
@@ -476,6 +488,7 @@ class MCPEnvironment(Environment):
                 f"task {task.id}: the MCP server failed to start: {exc_text(exc)}{self._stderr_tail()}"
             ) from exc
         self.tools = {t.name: t for t in tools}
+        self.validators = {t.name: schema_validator(t.input_schema) for t in tools}
         info = init.server_info
         self.space = ActionSpace(
             description=(
@@ -555,7 +568,7 @@ class MCPEnvironment(Environment):
         if name not in self.tools:
             return out_of_action_space(action, self.space)
         info: dict[str, Any] = {}
-        violation = schema_violation(arguments, self.tools[name].input_schema)
+        violation = schema_violation(arguments, self.validators.get(name))
         if violation:
             info["schema_violation"] = violation
         try:

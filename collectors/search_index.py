@@ -7,9 +7,10 @@ Layout of an index folder (default `infra/.cache/search-index`, built by `make s
     pages.jsonl   one page per line: {"url", "title", "date", "markdown"}, what web_extractor returns
     meta.json     sources, counts, build time, tantivy version
 
-tantivy over bm25s, measured on this corpus (4,562 sections, 13.5 MB of text, same machine and run):
-build 1.6 s vs 4.9 s, 11,500 vs 1,250 queries per second, loads in 1 ms vs 36 ms (memory-mapped), and it
-stores the fields and makes query-aware snippets itself; its searcher is safe to share between episodes.
+tantivy over bm25s (benchmarks/mcp_search_bench.py measures both on the same pages in one run; on this
+2-core machine tantivy built its index 1.4x faster and answered 2.1x more queries per second, and on the
+15,553 sections 3x / 9x): it also stores the fields, makes query-aware snippets itself, memory-maps the
+index (opens in about 1 ms) and its searcher is safe to share between concurrent episodes.
 """
 
 from __future__ import annotations
