@@ -6,7 +6,7 @@
 2. Queries per second on the local BM25 index (tantivy), with the index's size, raw and through
    `web_search` (rendering and conditions included); bm25s on the same pages when it is installed.
 
-Run: .venv/bin/python benchmarks/mcp_search_bench.py [--calls 300] [--queries 500]
+Run: .venv/bin/python benchmarks/mcp_search_bench.py [--calls 300] [--rounds 3] [--queries 500]
 """
 
 from __future__ import annotations
@@ -90,16 +90,16 @@ def ours(server: str, tool: str, arguments: dict[str, Any], calls: int) -> float
         env.close()
 
 
-def bench_mcp(calls: int) -> None:
+def bench_mcp(calls: int, rounds: int) -> None:
     print("== MCP: tool calls per second on the same server and tool (higher is better)")
     print(f"{'server/tool':<28}{'bare SDK':>12}{'ours':>12}{'overhead':>10}")
     for server, tool, arguments in MCP_CASES:
         if not BUNDLED[server].is_installed():
             print(f"{server + '/' + tool:<28} skipped: not installed (bash infra/install-mcp-servers.sh)")
             continue
-        # Two interleaved rounds each, best of two, so a noisy neighbour hurts both sides alike.
+        # Interleaved rounds, best of each side, so a noisy neighbour on a shared machine hurts both alike.
         bare_runs, our_runs = [], []
-        for _ in range(2):
+        for _ in range(rounds):
             bare_runs.append(asyncio.run(bare_sdk(server, tool, arguments, calls)))
             our_runs.append(ours(server, tool, arguments, calls))
         bare, mine = max(bare_runs), max(our_runs)
@@ -184,8 +184,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved MCP rounds per side (best is kept)"
+    )
     args = parser.parse_args()
-    bench_mcp(args.calls)
+    bench_mcp(args.calls, args.rounds)
     bench_search(args.queries)
 
 

@@ -258,7 +258,7 @@ class SearchEnvironment(Environment):
         self.calls += 1
         if name == "dict_memory":
             text, is_error = self.memory.apply(arguments)
-            return StepResult(action, Observation(text=text, is_error=is_error or None))
+            return StepResult(action, Observation(text=text, is_error=is_error))
         rng = self.conditions.rng(self.calls, name, arguments)
         injected = self.conditions.injected_error(rng)
         if injected is not None:
@@ -268,11 +268,16 @@ class SearchEnvironment(Environment):
                 info={"injected_error": injected},
             )
         try:
-            if name == "web_search":
-                return self._search(action, arguments, rng)
-            return self._extract(action, arguments)
+            result = (
+                self._search(action, arguments, rng)
+                if name == "web_search"
+                else self._extract(action, arguments)
+            )
         except BackendError as exc:
             return StepResult(action, Observation(text=str(exc), is_error=True), info={"backend_error": True})
+        if result.observation.is_error is None:
+            result.observation.is_error = False
+        return result
 
     def _search(self, action: Action, arguments: dict[str, Any], rng: Any) -> StepResult:
         assert self.backend is not None

@@ -5,7 +5,7 @@ Layout of an index folder (default `infra/.cache/search-index`, built by `make s
 
     tantivy/      the BM25 index of sections (title and text stemmed in English; URL, title, date stored)
     pages.jsonl   one page per line: {"url", "title", "date", "markdown"}, what web_extractor returns
-    meta.json     sources, counts, build time, tantivy version
+    meta.json     sources, counts, build time and seconds, engine
 
 tantivy over bm25s (benchmarks/mcp_search_bench.py measures both on the same pages in one run; on this
 2-core machine tantivy built its index 1.4x faster and answered 2.1x more queries per second, and on the
