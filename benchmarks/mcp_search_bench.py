@@ -50,8 +50,8 @@ MCP_CASES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-async def bare_sdk(server: str, tool: str, arguments: dict[str, Any], calls: int) -> float:
-    """Calls per second of the SDK alone, session already initialised."""
+async def bare_sdk(server: str, tool: str, arguments: dict[str, Any], calls: int) -> tuple[float, float]:
+    """(calls per second, client CPU microseconds per call) of the SDK alone, session initialised."""
     with tempfile.TemporaryDirectory() as ws:
         launch = BUNDLED[server].launch(Path(ws), {})
         params = StdioServerParameters(
@@ -66,24 +66,24 @@ async def bare_sdk(server: str, tool: str, arguments: dict[str, Any], calls: int
                 await session.list_tools()
                 for _ in range(10):
                     await session.call_tool(tool, arguments)
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 for _ in range(calls):
                     await session.call_tool(tool, arguments)
-                return calls / (time.perf_counter() - started)
+                return calls / (time.perf_counter() - started), (time.process_time() - cpu) / calls * 1e6
 
 
-def ours(server: str, tool: str, arguments: dict[str, Any], calls: int) -> float:
-    """Calls per second through MCPEnvironment.step, environment already reset."""
+def ours(server: str, tool: str, arguments: dict[str, Any], calls: int) -> tuple[float, float]:
+    """(calls per second, client CPU microseconds per call) through MCPEnvironment.step, after reset."""
     env = MCPEnvironment(EnvironmentOptions())
     try:
         env.reset(Task(id="bench", instruction="bench", config={"mcp": {"server": server}}))
         action = tool_call_action(tool, arguments)
         for _ in range(10):
             env.step(action)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for _ in range(calls):
             result = env.step(action)
-        rate = calls / (time.perf_counter() - started)
+        rate = calls / (time.perf_counter() - started), (time.process_time() - cpu) / calls * 1e6
         assert not result.observation.is_error, result.observation.text
         return rate
     finally:
@@ -91,8 +91,11 @@ def ours(server: str, tool: str, arguments: dict[str, Any], calls: int) -> float
 
 
 def bench_mcp(calls: int, rounds: int) -> None:
-    print("== MCP: tool calls per second on the same server and tool (higher is better)")
-    print(f"{'server/tool':<28}{'bare SDK':>12}{'ours':>12}{'overhead':>10}")
+    print("== MCP: the same bundled server and tool, bare SDK client vs our environment")
+    print("   calls/s: wall clock, best round (higher is better); CPU: this process's CPU time per call")
+    print(
+        f"{'server/tool':<28}{'bare calls/s':>13}{'ours':>8}{'overhead':>10}{'bare CPU':>11}{'ours':>9}{'added':>9}"
+    )
     for server, tool, arguments in MCP_CASES:
         if not BUNDLED[server].is_installed():
             print(f"{server + '/' + tool:<28} skipped: not installed (bash infra/install-mcp-servers.sh)")
@@ -102,8 +105,12 @@ def bench_mcp(calls: int, rounds: int) -> None:
         for _ in range(rounds):
             bare_runs.append(asyncio.run(bare_sdk(server, tool, arguments, calls)))
             our_runs.append(ours(server, tool, arguments, calls))
-        bare, mine = max(bare_runs), max(our_runs)
-        print(f"{server + '/' + tool:<28}{bare:>12.0f}{mine:>12.0f}{bare / mine - 1:>+10.1%}")
+        bare, mine = max(r for r, _ in bare_runs), max(r for r, _ in our_runs)
+        bare_cpu, our_cpu = min(c for _, c in bare_runs), min(c for _, c in our_runs)
+        print(
+            f"{server + '/' + tool:<28}{bare:>13.0f}{mine:>8.0f}{bare / mine - 1:>+10.1%}"
+            f"{bare_cpu:>9.0f}us{our_cpu:>7.0f}us{our_cpu - bare_cpu:>+7.0f}us"
+        )
 
 
 def bench_search(queries: int) -> None:

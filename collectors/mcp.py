@@ -109,12 +109,13 @@ def describe_block(block: Any) -> dict[str, Any]:
 
 
 def render_tool_result(result: types.CallToolResult) -> str:
-    """The tool result as the client received it (MCP JSON, camelCase keys), binaries described."""
+    """The tool result as the client received it (MCP JSON, camelCase keys, one line as AgentWorldBench
+    records it), binaries described."""
     out: dict[str, Any] = {"content": [describe_block(b) for b in result.content]}
     if result.structured_content is not None:
         out["structuredContent"] = result.structured_content
     out["isError"] = bool(result.is_error)
-    return json.dumps(out, ensure_ascii=False, indent=1)
+    return json.dumps(out, ensure_ascii=False)
 
 
 def render_error(code: int | None, message: str, data: Any = None) -> str:
@@ -122,7 +123,7 @@ def render_error(code: int | None, message: str, data: Any = None) -> str:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return json.dumps({"error": error}, ensure_ascii=False, indent=1)
+    return json.dumps({"error": error}, ensure_ascii=False)
 
 
 def tool_spec(tool: types.Tool) -> ToolSpec:

@@ -121,6 +121,7 @@ BUNDLED_CASES: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any], s
             ("list_tables", {}, "'t'", False),
             # This server reports SQL errors as text with isError false: recorded as returned.
             ("read_query", {"query": "SELECT * FROM missing"}, "no such table", False),
+            ("read_query", {"sql": "SELECT 1"}, "'query' is a required property", True),
         ],
     ),
     "everything": (

@@ -21,6 +21,7 @@ from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
 from collectors.runner import CollectConfig, collect
 from collectors.search import SearchEnvironment, render_hits
+from collectors.search_backends import html_to_markdown
 from collectors.search_conditions import ConditionError, Conditions
 from collectors.search_corpus import iter_pages
 from collectors.search_index import DEFAULT_INDEX_DIR, Hit, LocalIndex, SearchIndexMissing, build_index
@@ -427,6 +428,54 @@ def test_render_hits_numbers_blocks_from_start(items: list[tuple[str, str]], sta
     text = render_hits(hits, start)
     numbers = [int(line.split(".")[0]) for line in text.splitlines() if re.match(r"^\d+\. URL: ", line)]
     assert numbers == list(range(start, start + len(hits)))
+
+
+HTML_PIECES = st.sampled_from(
+    [
+        "<p>",
+        "</p>",
+        "<h2>",
+        "</h2>",
+        "<pre>",
+        "</pre>",
+        "<ul><li>",
+        "</li></ul>",
+        "<table><tr><td>",
+        "</td></tr></table>",
+        "<dl><dt id='x'>",
+        "</dt><dd>",
+        "</dd></dl>",
+        "<a href='../a.html'>",
+        "</a>",
+        "<code>",
+        "</code>",
+        "<main>",
+        "</main>",
+        "<section id='s'>",
+        "</section>",
+        "<title>",
+        "</title>",
+        "<script>",
+        "</script>",
+        "&amp;",
+        "<br>",
+        "<",
+    ]
+)
+
+
+@given(st.lists(st.one_of(HTML_PIECES, st.text(max_size=12)), max_size=30))
+def test_html_to_markdown_takes_any_page(pieces: list[str]) -> None:
+    title, markdown = html_to_markdown("".join(pieces), "https://example.org/dir/page.html")
+    assert isinstance(title, str) and isinstance(markdown, str)
+
+
+@given(st.lists(st.text(alphabet="abcdefghij", min_size=1, max_size=8), min_size=1, max_size=10))
+def test_html_to_markdown_keeps_paragraph_words(words: list[str]) -> None:
+    _, markdown = html_to_markdown(
+        f"<html><body><main><p>{'  '.join(words)}</p></main></body></html>", "https://x.org/"
+    )
+    assert markdown == " ".join(words)
 
 
 @pytest.mark.parametrize(
