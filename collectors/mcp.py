@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
+import docker.errors
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
@@ -39,6 +40,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from collectors import engine
 from collectors.environment import (
     Check,
     Environment,
@@ -413,6 +415,9 @@ class MCPEnvironment(Environment):
                 domain="mcp",
             )
         ]
+        image = cls._image_check()
+        if image is not None:
+            checks.append(image)
         for server in BUNDLED.values():
             ok = server.is_installed()
             checks.append(
@@ -425,6 +430,20 @@ class MCPEnvironment(Environment):
                 )
             )
         return checks
+
+    @classmethod
+    def _image_check(cls) -> Check | None:
+        """Whether the sandbox image is built; None when the engine is down (its own check says so)."""
+        name = f"image {SANDBOX_IMAGE} (sandbox of the servers that serve files or state)"
+        fix = "bash infra/build-mcp-image.sh   (part of `make setup`)"
+        try:
+            client = engine.connect()
+            ref = engine.image_reference(client, SANDBOX_IMAGE)
+        except engine.EngineUnavailable:
+            return None
+        except docker.errors.DockerException as exc:
+            return Check(name, False, f"missing: {exc}", fix, "mcp")
+        return Check(name, True, ref, domain="mcp")
 
     # -- episode ---------------------------------------------------------------------------------
     def _launch(self, task: Task, cfg: dict[str, Any], workspace: Path, sandboxed: bool) -> Launch:

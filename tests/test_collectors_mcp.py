@@ -453,3 +453,16 @@ def test_doctor_reports_the_mcp_servers() -> None:
     names = {c.name for c in checks}
     assert {f"MCP server '{s}' ({BUNDLED[s].package})" for s in BUNDLED} <= names
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+
+
+@pytest.mark.engine
+def test_mcp_provisioning_is_idempotent() -> None:
+    for script, expect in (
+        ("install-mcp-servers.sh", "npm servers already installed"),
+        ("build-mcp-image.sh", "worldline/mcp exists (cached)"),
+    ):
+        path = ROOT / "infra" / script
+        assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+        result = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert expect in result.stdout

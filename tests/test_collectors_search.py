@@ -648,3 +648,12 @@ def test_openai_policy_searches(index_dir: Path, tmp_path: Path, fake_llm) -> No
 def test_doctor_reports_the_search_index() -> None:
     (check,) = [c for c in run_checks(["search"]) if c.domain == "search"]
     assert check.ok and "local BM25 index" in check.detail
+
+
+def test_index_build_script_is_idempotent() -> None:
+    import subprocess
+
+    script = ROOT / "infra" / "build-search-index.sh"
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "already built" in result.stdout
