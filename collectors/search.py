@@ -175,6 +175,15 @@ class SearchEnvironment(Environment):
             raise TaskError(
                 f"{at}: field 'search.url' must be the http(s) base URL of a SearXNG-compatible API when backend is 'http'"
             )
+        for key in ("api_key", "api_key_env"):
+            if key in cfg and not isinstance(cfg[key], str):
+                raise TaskError(f"{at}: field 'search.{key}' must be a string")
+        for key in ("headers", "params"):
+            if key in cfg and not isinstance(cfg[key], dict):
+                raise TaskError(f"{at}: field 'search.{key}' must be a JSON object")
+        timeout = cfg.get("timeout_s", 1)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise TaskError(f"{at}: field 'search.timeout_s' must be a positive number of seconds")
         if "index" in cfg and not isinstance(cfg["index"], str):
             raise TaskError(f"{at}: field 'search.index' must be a folder path (a string)")
         seed = cfg.get("seed", 0)
@@ -246,7 +255,7 @@ class SearchEnvironment(Environment):
 
     def step(self, action: Action) -> StepResult:
         if self.backend is None:
-            raise SearchIndexMissing("step() before reset(): call reset(task) first")
+            raise RuntimeError("step() before reset(): call reset(task) first")
         try:
             name, arguments = parse_tool_call(action)
         except ValueError as exc:

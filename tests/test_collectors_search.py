@@ -491,6 +491,11 @@ def test_html_to_markdown_keeps_paragraph_words(words: list[str]) -> None:
         ({"conditions": {"errors": ["503"]}}, "conditions.errors' must be a non-empty list"),
         ({"conditions": {"pagination": 3}}, r"unknown field\(s\) conditions.pagination"),
         ({"engine": "x"}, r"unknown field\(s\) search.engine"),
+        ({"backend": "http", "url": "http://x", "headers": ["a"]}, "'search.headers' must be a JSON object"),
+        (
+            {"backend": "http", "url": "http://x", "timeout_s": -1},
+            "'search.timeout_s' must be a positive number",
+        ),
     ],
 )
 def test_invalid_search_configuration_names_task_and_field(cfg: dict[str, Any], message: str) -> None:
