@@ -466,3 +466,45 @@ def test_mcp_provisioning_is_idempotent() -> None:
         result = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         assert expect in result.stdout
+
+
+SANDBOXED_SERVER = """
+import os, sys
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("sandboxed-echo")
+
+@server.tool()
+def whereami() -> str:
+    return os.getcwd() + " " + open("/etc/hostname").read().strip()
+
+@server.tool()
+def crash() -> str:
+    sys.stderr.write("sandboxed server: crashing\\n"); sys.stderr.flush(); os._exit(4)
+
+server.run()
+"""
+
+
+@pytest.mark.engine
+def test_custom_server_in_a_sandbox_and_its_crash(client: DockerClient) -> None:
+    cfg = {
+        "command": "/usr/bin/python3",
+        "args": ["-c", SANDBOXED_SERVER],
+        "env": {"PYTHONPATH": "/opt/mcp/python/time/lib"},  # the mcp SDK the image already carries
+        "sandbox": True,
+    }
+    task = Task(id="sandboxed", instruction="x", config={"mcp": cfg})
+    assert MCPEnvironment.needs_engine(task)
+    env = MCPEnvironment(EnvironmentOptions(client=client, run_label="test-mcp"))
+    try:
+        reset = env.reset(task)
+        assert "sandbox: image worldline/mcp, network off" in reset.initial_state
+        where = json.loads(call(env, "whereami").observation.text)["content"][0]["text"]
+        assert where == "/work sandbox"  # the server ran inside the container
+        crashed = call(env, "crash")
+        assert crashed.info.get("server_exited") is True
+        with pytest.raises(MCPServerError, match="(?s)exited during the episode.*sandboxed server: crashing"):
+            call(env, "whereami")
+    finally:
+        env.close()
+    assert own_sandboxes(client) == []
