@@ -7,10 +7,11 @@ Layout of an index folder (default `infra/.cache/search-index`, built by `make s
     pages.jsonl   one page per line: {"url", "title", "date", "markdown"}, what web_extractor returns
     meta.json     sources, counts, build time and seconds, engine
 
-tantivy over bm25s (benchmarks/mcp_search_bench.py measures both on the same pages in one run; on this
-2-core machine tantivy built its index 1.4x faster and answered 2.1x more queries per second, and on the
-15,553 sections 3x / 9x): it also stores the fields, makes query-aware snippets itself, memory-maps the
-index (opens in about 1 ms) and its searcher is safe to share between concurrent episodes.
+tantivy over bm25s: benchmarks/mcp_search_bench.py measures both on the same pages in one run; on a
+loaded 2-core machine tantivy built its index 1.4-2.3x faster and answered 1.1-6x more queries per second
+across runs (on the 15,553 sections, 3x and 9x). It also stores the fields, makes query-aware snippets
+itself, memory-maps the index (opens in about 1 ms), and its searcher is safe to share between
+concurrent episodes.
 """
 
 from __future__ import annotations
