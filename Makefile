@@ -11,12 +11,12 @@ PYTEST_ARGS ?=
 
 export CONTAINERS_CONF := $(CURDIR)/infra/containers.conf
 
-.PHONY: help setup system venv engine images demo test lint typecheck pytest pytest-fast bench clean
+.PHONY: help setup system venv engine images backends demo test lint typecheck pytest pytest-fast bench clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-setup: system venv engine images  ## everything below, idempotently
+setup: system venv engine images backends  ## everything below, idempotently
 
 system:  ## system packages (podman, runc, debootstrap, ...) via infra/install-system.sh
 	bash infra/install-system.sh
@@ -35,6 +35,11 @@ engine:  ## start the project-local Podman Docker-API service
 
 images:  ## build the sandbox base images offline (cached)
 	bash infra/build-images.sh
+
+backends: venv  ## MCP servers, their sandbox image, the local search index (mcp / search domains; offline, cached)
+	bash infra/install-mcp-servers.sh
+	bash infra/build-mcp-image.sh
+	bash infra/build-search-index.sh
 
 demo: setup  ## run the main job on the bundled data: collect, clean, build and verify pools
 	bash infra/demo.sh $(DEMO_OUT)

@@ -124,6 +124,9 @@ class ResetResult:
     initial_state: str
     action_space: ActionSpace
     info: dict[str, Any] = field(default_factory=dict)
+    # The trajectory's simulation instruction when the environment sets conditions of its own (search
+    # perturbations); None keeps the task's `simulation_instruction`.
+    simulation_instruction: str | None = None
 
 
 # StepResult.info keys the runner acts on, for every domain:
@@ -425,6 +428,8 @@ DOMAIN_MODULES: dict[str, str] = {
     Domain.WEB.value: "collectors.web",
     Domain.OS.value: "collectors.os_desktop",
     Domain.ANDROID.value: "collectors.android",
+    Domain.MCP.value: "collectors.mcp",
+    Domain.SEARCH.value: "collectors.search",
 }
 
 

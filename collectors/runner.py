@@ -360,6 +360,7 @@ def run_episode(
         metadata["rollout"] = rollout
     metadata.update({f"task.{k}": v for k, v in task.metadata.items()})
     initial_state: str | None = None
+    simulation_instruction = task.simulation_instruction
     # What is known before the environment runs; replaced by what reset() reports (an MCP server's
     # tools/list), so a trajectory whose environment failed to start still records its declared space.
     action_space = env_cls.declared_action_space(task) or ActionSpace()
@@ -380,6 +381,7 @@ def run_episode(
         reset = env.reset(task)
         action_space = reset.action_space
         initial_state = reset.initial_state
+        simulation_instruction = reset.simulation_instruction or simulation_instruction
         metadata["initial_observation"] = reset.observation.text
         metadata.update(reset.info)
         policy.begin(task, action_space, reset.observation)
@@ -469,7 +471,7 @@ def run_episode(
         action_space=action_space,
         turns=turns,
         initial_state=initial_state,
-        simulation_instruction=task.simulation_instruction,
+        simulation_instruction=simulation_instruction,
         status=status,
         status_reason=reason,
         metadata=metadata,

@@ -25,6 +25,7 @@ PACKAGES=(
   xdotool         # os domain: mouse and keyboard input
   gedit           # os domain: a GTK 3 text editor to act in
   gnome-calculator # os domain: a second GTK application (GTK 4)
+  python3-doc     # the search domain's local corpus: Python's HTML documentation, indexed offline by make setup
 )
 
 missing=()

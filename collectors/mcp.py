@@ -1,0 +1,475 @@
+"""MCP domain: JSON tool calls to a real MCP server (stdio or streamable HTTP) through the `mcp` SDK.
+
+The action space is the server's own `tools/list` (names, descriptions, input schemas), known only once
+the server runs, so `reset` returns it. An observation is the `tools/call` result exactly as the client
+received it, as MCP JSON (`content` blocks, `structuredContent`, `isError`); binary payloads (images,
+audio, blob resources) are described (MIME type, size, digest) instead of inlined. What the client got
+when things go wrong is recorded the same way: a JSON-RPC error (unknown tool, invalid arguments), a
+timeout, or the connection closing because the server died; after the server died the episode ends as
+`env_failure` with the reason and the server's last stderr lines.
+
+Every episode owns one asyncio event loop (collectors/mcp_client.py), driven from the episode's worker
+thread: `--concurrency N` still means N servers and N episodes at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+import docker.errors
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+from mcp import types
+from mcp.shared.exceptions import MCPError
+
+from collectors import engine
+from collectors.environment import (
+    Check,
+    Environment,
+    ResetResult,
+    StepResult,
+    Task,
+    TaskError,
+    out_of_action_space,
+    parse_tool_call,
+)
+from collectors.mcp_client import (
+    DEFAULT_START_TIMEOUT_S,
+    MCPConnection,
+    MCPServerError,
+    exc_text,
+    render_error,
+    render_tool_result,
+)
+from collectors.mcp_servers import BUNDLED, INSTALL_FIX, SANDBOX_IMAGE, SANDBOX_LAYOUT, Launch
+from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
+
+STDERR_TAIL_CHARS = 1500
+CONNECTION_KEYS = ("server", "command", "url")
+COMMON_KEYS = {
+    "server",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "timeout_s",
+    "start_timeout_s",
+    "sandbox",
+}
+# What the bridge process needs to find the same container engine as the collector.
+ENGINE_ENV = (
+    "WORLDLINE_DOCKER_HOST",
+    "DOCKER_HOST",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "CONTAINERS_CONF",
+)
+
+
+def tool_spec(tool: types.Tool) -> ToolSpec:
+    description = tool.description or tool.title or ""
+    return ToolSpec(name=tool.name, description=description, parameters=dict(tool.input_schema or {}))
+
+
+def schema_validator(schema: dict[str, Any] | None) -> Any:
+    """A compiled validator of a tool's input schema (None when it has none or it is not valid JSON Schema).
+    Built once per tool at reset: checking the schema itself on every call would cost more than the call."""
+    if not schema:
+        return None
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return cls(schema)
+
+
+def schema_violation(arguments: dict[str, Any], validator: Any) -> str | None:
+    """Why `arguments` break the tool's input schema (None when they conform or it cannot be checked)."""
+    if validator is None:
+        return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"{where}: {error.message}"
+
+
+# -- the environment -------------------------------------------------------------------------------
+
+
+class MCPEnvironment(Environment):
+    """One MCP server per episode, seeded in a private workspace folder, driven through the SDK."""
+
+    domain = Domain.MCP
+    default_image = SANDBOX_IMAGE
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.connection: MCPConnection | None = None
+        self.workspace: Path | None = None
+        self.tools: dict[str, types.Tool] = {}
+        self.validators: dict[str, Any] = {}
+        self.space = ActionSpace()
+        self._stderr: TextIO | None = None
+        self._server_died: str | None = None
+
+    # -- task configuration ----------------------------------------------------------------------
+    @classmethod
+    def validate_task(cls, task: Task, where: str = "task") -> None:
+        super().validate_task(task, where)
+        cfg = task.domain_config("mcp")
+        at = f"{where} (id {task.id})"
+        given = [k for k in CONNECTION_KEYS if k in cfg]
+        if len(given) != 1:
+            raise TaskError(
+                f"{at}: field 'mcp' needs exactly one of 'server' (a bundled server: "
+                f"{', '.join(sorted(BUNDLED))}), 'command' (any stdio server) or 'url' (streamable HTTP); "
+                f"got {', '.join(given) or 'none'}"
+            )
+        seed_keys: set[str] = set()
+        if "server" in cfg:
+            server = BUNDLED.get(cfg["server"]) if isinstance(cfg["server"], str) else None
+            if server is None:
+                raise TaskError(
+                    f"{at}: field 'mcp.server' names an unknown server {cfg['server']!r}; bundled servers: "
+                    f"{', '.join(sorted(BUNDLED))} (or give 'mcp.command' to start any stdio server)"
+                )
+            seed_keys = set(server.seed_keys)
+            _check_seed(cfg, at)
+        unknown = sorted(set(cfg) - COMMON_KEYS - seed_keys)
+        if unknown:
+            raise TaskError(
+                f"{at}: unknown field(s) {', '.join('mcp.' + k for k in unknown)}; known here: "
+                f"{', '.join(sorted(COMMON_KEYS | seed_keys))}"
+            )
+        if "command" in cfg and (not isinstance(cfg["command"], str) or not cfg["command"].strip()):
+            raise TaskError(f"{at}: field 'mcp.command' must be a non-empty string (the program to start)")
+        if "url" in cfg and (
+            not isinstance(cfg["url"], str) or not cfg["url"].startswith(("http://", "https://"))
+        ):
+            raise TaskError(
+                f"{at}: field 'mcp.url' must be an http:// or https:// URL of a streamable HTTP server"
+            )
+        if "args" in cfg and not (
+            isinstance(cfg["args"], list) and all(isinstance(a, str) for a in cfg["args"])
+        ):
+            raise TaskError(f"{at}: field 'mcp.args' must be a list of strings")
+        for key in ("env", "headers"):
+            value = cfg.get(key, {})
+            if not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+                raise TaskError(f"{at}: field 'mcp.{key}' must be an object of string values")
+        if "cwd" in cfg and not isinstance(cfg["cwd"], str):
+            raise TaskError(f"{at}: field 'mcp.cwd' must be a string (a folder path)")
+        if "sandbox" in cfg and not isinstance(cfg["sandbox"], bool):
+            raise TaskError(f"{at}: field 'mcp.sandbox' must be true or false")
+        if cfg.get("sandbox") and "url" in cfg:
+            raise TaskError(
+                f"{at}: field 'mcp.sandbox' cannot apply to a server reached by 'mcp.url'; drop one"
+            )
+        for key in ("timeout_s", "start_timeout_s"):
+            value = cfg.get(key, 1)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise TaskError(f"{at}: field 'mcp.{key}' must be a positive number of seconds")
+
+    @classmethod
+    def sandboxed(cls, task: Task) -> bool:
+        """Whether the task's server runs in a sandbox: by default the bundled servers that serve files
+        or state (filesystem, memory, git, sqlite); `"sandbox": true/false` decides for any stdio server."""
+        cfg = task.domain_config("mcp")
+        if "url" in cfg:
+            return False
+        default = BUNDLED[cfg["server"]].touches_state if cfg.get("server") in BUNDLED else False
+        return bool(cfg.get("sandbox", default))
+
+    @classmethod
+    def needs_engine(cls, task: Task | None = None) -> bool:
+        # A typical task (None) serves files or state, so `sandbox doctor --env mcp` checks the engine.
+        return True if task is None else cls.sandboxed(task)
+
+    @classmethod
+    def doctor_checks(cls) -> list[Check]:
+        checks = [
+            Check(
+                "node (for the npm MCP servers)",
+                shutil.which("node") is not None,
+                shutil.which("node") or "not on PATH",
+                "apt-get install nodejs (node 18 or newer)",
+                domain="mcp",
+            )
+        ]
+        image = cls._image_check()
+        if image is not None:
+            checks.append(image)
+        for server in BUNDLED.values():
+            ok = server.is_installed()
+            checks.append(
+                Check(
+                    f"MCP server '{server.name}' ({server.package})",
+                    ok,
+                    str(server.installed_path()) if ok else f"missing: {server.installed_path()}",
+                    INSTALL_FIX,
+                    domain="mcp",
+                )
+            )
+        return checks
+
+    @classmethod
+    def _image_check(cls) -> Check | None:
+        """Whether the sandbox image is built; None when the engine is down (its own check says so)."""
+        name = f"image {SANDBOX_IMAGE} (sandbox of the servers that serve files or state)"
+        fix = "bash infra/build-mcp-image.sh   (part of `make setup`)"
+        try:
+            client = engine.connect()
+            ref = engine.image_reference(client, SANDBOX_IMAGE)
+        except engine.EngineUnavailable:
+            return None
+        except docker.errors.DockerException as exc:
+            return Check(name, False, f"missing: {exc}", fix, "mcp")
+        return Check(name, True, ref, domain="mcp")
+
+    # -- episode ---------------------------------------------------------------------------------
+    def _launch(self, task: Task, cfg: dict[str, Any], workspace: Path, sandboxed: bool) -> Launch:
+        if "server" in cfg:
+            server = BUNDLED[cfg["server"]]
+            if not server.is_installed():
+                raise MCPServerError(
+                    f"task {task.id}: the bundled MCP server {server.name!r} is not installed "
+                    f"({server.installed_path()} is missing); run {INSTALL_FIX}"
+                )
+            try:
+                return server.launch(workspace, cfg, SANDBOX_LAYOUT if sandboxed else None)
+            except (ValueError, OSError, sqlite3.Error) as exc:
+                raise MCPServerError(f"task {task.id}: cannot seed the {server.name} server: {exc}") from exc
+        # A custom server runs where the collector runs (relative paths in its arguments mean what they
+        # say) unless the task names a folder.
+        cwd = cfg.get("cwd") or (str(SANDBOX_LAYOUT.workspace) if sandboxed else None)
+        return Launch(cfg["command"], list(cfg.get("args", [])), dict(cfg.get("env", {})), cwd)
+
+    def _into_sandbox(self, task: Task, workspace: Path, inside: Launch) -> Launch:
+        """Start the task's sandbox, copy the seeded workspace to /work, and return the launch of the
+        bridge that runs `inside` there over stdio."""
+        sandbox = self._start_sandbox(task)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path in sorted(workspace.iterdir()):
+                if path.name != "server.stderr":
+                    tar.add(path, arcname=path.name)
+        target = str(SANDBOX_LAYOUT.workspace)
+        if not sandbox.container.put_archive(target, buf.getvalue()):
+            raise MCPServerError(f"task {task.id}: the engine refused the seeded workspace for {target}")
+        bridge_env = {k: os.environ[k] for k in ENGINE_ENV if k in os.environ}
+        args = ["-m", "collectors.mcp_bridge", "--workdir", inside.cwd or target]
+        for key, value in inside.env.items():
+            args += ["--env", f"{key}={value}"]
+        command = [sandbox.container.id, "--", inside.command, *inside.args]
+        return Launch(sys.executable, [*args, *command], bridge_env, None)
+
+    def reset(self, task: Task) -> ResetResult:
+        self.task = task
+        cfg = task.domain_config("mcp")
+        self.workspace = Path(tempfile.mkdtemp(prefix="worldline-mcp-"))
+        timeout = float(cfg.get("timeout_s", self.options.limits.step_timeout_s))
+        self._stderr = (self.workspace / "server.stderr").open("w", encoding="utf-8")
+        sandboxed = self.sandboxed(task)
+        launch = None if "url" in cfg else self._launch(task, cfg, self.workspace, sandboxed)
+        connect = launch
+        if sandboxed and launch is not None:
+            connect = self._into_sandbox(task, self.workspace, launch)
+        self.connection = MCPConnection(
+            launch=connect,
+            url=cfg.get("url"),
+            headers=cfg.get("headers"),
+            errlog=self._stderr,
+            call_timeout_s=timeout,
+        )
+        try:
+            init = self.connection.open(float(cfg.get("start_timeout_s", DEFAULT_START_TIMEOUT_S)))
+            tools = self.connection.list_tools()
+        except (MCPServerError, MCPError, OSError, TimeoutError) as exc:
+            raise MCPServerError(
+                f"task {task.id}: the MCP server failed to start: {exc_text(exc)}{self._stderr_tail()}"
+            ) from exc
+        self.tools = {t.name: t for t in tools}
+        self.validators = {t.name: schema_validator(t.input_schema) for t in tools}
+        info = init.server_info
+        self.space = ActionSpace(
+            description=(
+                f"You call the tools of the MCP server {info.name!r} (version {info.version}). Each action is "
+                'a JSON tool call {"name": ..., "arguments": {...}}; the observation is the tool result as '
+                "MCP JSON: content blocks, structuredContent when the tool gives it, and isError."
+                + (f"\nServer instructions: {init.instructions}" if init.instructions else "")
+            ),
+            tools=[tool_spec(t) for t in tools],
+        )
+        initial_state = self._initial_state(cfg, init, launch)
+        info_extra: dict[str, Any] = {}
+        if self.sandbox is not None:
+            info_extra = {"image": self.sandbox.image, "limits": self.sandbox.limits.to_json()}
+        first: dict[str, Any] = {
+            "server": info.name,
+            "version": info.version,
+            "protocolVersion": init.protocol_version,
+            "tools": sorted(self.tools),
+        }
+        if "server" in cfg and BUNDLED[cfg["server"]].hint:
+            first["note"] = BUNDLED[cfg["server"]].hint
+        return ResetResult(
+            observation=Observation(
+                text=json.dumps(first, ensure_ascii=False), format=ObservationFormat.JSON
+            ),
+            initial_state=initial_state,
+            action_space=self.space,
+            info={
+                "mcp_server": info.name,
+                "mcp_server_version": info.version,
+                "mcp_protocol": init.protocol_version,
+                **info_extra,
+            },
+        )
+
+    def _initial_state(self, cfg: dict[str, Any], init: types.InitializeResult, launch: Launch | None) -> str:
+        info = init.server_info
+        lines = ["## MCP server", f"name: {info.name}", f"version: {info.version}"]
+        lines.append(f"protocol: {init.protocol_version}")
+        if "server" in cfg:
+            lines.append(f"bundled: {cfg['server']} ({BUNDLED[cfg['server']].package})")
+        if launch is not None:
+            lines.append(f"command: {launch.command} {' '.join(launch.args)}")
+            lines.append(f"working directory: {launch.cwd or 'that of the collector'}")
+        else:
+            lines.append(f"url: {cfg['url']}")
+        if self.sandbox is not None:
+            network = "on" if self.sandbox.limits.network else "off"
+            lines.append(f"sandbox: image {self.sandbox.image}, network {network}")
+        caps = init.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+        lines.append(f"capabilities: {json.dumps(caps, sort_keys=True)}")
+        lines.append("")
+        lines.append("## Served state")
+        if "server" in cfg and self.workspace is not None:
+            layout = SANDBOX_LAYOUT if self.sandbox is not None else None
+            lines.append(BUNDLED[cfg["server"]].snapshot_as_seen(self.workspace, layout))
+        else:
+            lines.append("not inspected (a server started from the task's command or url)")
+        return "\n".join(lines)
+
+    def step(self, action: Action) -> StepResult:
+        if self.connection is None:
+            raise MCPServerError("step() before reset(): call reset(task) first")
+        if self._server_died is not None:
+            raise MCPServerError(self._server_died)
+        try:
+            name, arguments = parse_tool_call(action)
+        except ValueError as exc:
+            return StepResult(
+                action=action,
+                observation=Observation(
+                    text=render_error(None, str(exc)), format=ObservationFormat.JSON, is_error=True
+                ),
+                info={"malformed_call": True},
+            )
+        if name not in self.tools:
+            return out_of_action_space(action, self.space)
+        info: dict[str, Any] = {}
+        violation = schema_violation(arguments, self.validators.get(name))
+        if violation:
+            info["schema_violation"] = violation
+        try:
+            result = self.connection.call_tool(name, arguments)
+        except MCPError as exc:
+            text = render_error(exc.code, exc.message, exc.data)
+            if exc.code == types.REQUEST_TIMEOUT:
+                info["timed_out"] = True
+            if exc.code == types.CONNECTION_CLOSED or not self.connection.server_alive():
+                info["server_exited"] = True
+                self._server_died = (
+                    f"the MCP server exited during the episode: {exc.message}{self._stderr_tail()}"
+                )
+            return StepResult(
+                action=action,
+                observation=Observation(text=text, format=ObservationFormat.JSON, is_error=True),
+                info=info,
+            )
+        except Exception as exc:  # a reply the SDK could not validate: record what the client got
+            info["client_error"] = type(exc).__name__
+            return StepResult(
+                action=action,
+                observation=Observation(
+                    text=render_error(None, exc_text(exc)), format=ObservationFormat.JSON, is_error=True
+                ),
+                info=info,
+            )
+        return StepResult(
+            action=action,
+            observation=Observation(
+                text=render_tool_result(result), format=ObservationFormat.JSON, is_error=bool(result.is_error)
+            ),
+            info=info,
+        )
+
+    def _stderr_tail(self) -> str:
+        if self.workspace is None:
+            return ""
+        if self._stderr is not None:
+            self._stderr.flush()
+        path = self.workspace / "server.stderr"
+        try:
+            text = path.read_text("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+        return f"\nserver stderr (last lines):\n{text[-STDERR_TAIL_CHARS:]}" if text else ""
+
+    def close(self) -> None:
+        if self.connection is not None:
+            with contextlib.suppress(Exception):
+                self.connection.close()
+            self.connection = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+        if self.workspace is not None:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+            self.workspace = None
+
+
+def _check_seed(cfg: dict[str, Any], at: str) -> None:
+    """The seeded state's fields have the right shapes (files: path -> text; sql: statements; ...)."""
+    for key in ("files", "uncommitted"):
+        if key in cfg and not (
+            isinstance(cfg[key], dict) and all(isinstance(v, str) for v in cfg[key].values())
+        ):
+            raise TaskError(f"{at}: field 'mcp.{key}' must be an object of relative path -> file text")
+    if "sql" in cfg and not (isinstance(cfg["sql"], list) and all(isinstance(s, str) for s in cfg["sql"])):
+        raise TaskError(f"{at}: field 'mcp.sql' must be a list of SQL statements (strings)")
+    if "commits" in cfg and not (
+        isinstance(cfg["commits"], list) and all(isinstance(c, dict) and "files" in c for c in cfg["commits"])
+    ):
+        raise TaskError(
+            f"{at}: field 'mcp.commits' must be a list of {{'files': {{...}}, 'message': ...}} objects"
+        )
+    graph = cfg.get("graph")
+    if graph is not None and not (
+        isinstance(graph, dict)
+        and isinstance(graph.get("entities", []), list)
+        and isinstance(graph.get("relations", []), list)
+    ):
+        raise TaskError(f"{at}: field 'mcp.graph' must be {{'entities': [...], 'relations': [...]}}")
+
+
+ENVIRONMENT = MCPEnvironment
