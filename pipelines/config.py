@@ -37,6 +37,8 @@ class FilterConfig:
     strip_empty_actions: bool = True
     skip_retry_cycles: bool = True
     drop_gui_no_change: bool = True
+    # Rewrite terminal actions as keystroke arrays and SWE actions as JSON tool calls (pipelines.actions).
+    canonical_actions: bool = True
     # Substrings that mark a GUI observation as an environment failure even when the collector did
     # not set status=env_failure (public traces rarely do). Matched case-insensitively.
     gui_failure_markers: list[str] = field(

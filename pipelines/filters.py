@@ -150,4 +150,8 @@ def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
         return FilterOutcome(
             None, TOO_FEW_TURNS_AFTER_TURN_FILTERS, f"{len(traj.turns)} turn(s) left", removed_turns=removed
         )
+    if cfg.canonical_actions:
+        from pipelines.actions import canonicalise_actions
+
+        canonicalise_actions(traj)
     return FilterOutcome(traj, removed_turns=removed)

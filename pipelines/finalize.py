@@ -75,6 +75,19 @@ def pool_summary(out: Path, pool: str) -> dict[str, Any]:
     }
 
 
+def tokenizer_record(cfg: PoolsConfig) -> dict[str, Any]:
+    """Which tokenizer and chat template the token counts and caps were computed with."""
+    from worldline.chat_template import CHAT_TEMPLATE_NAME
+    from worldline.tokenizer import get_token_counter
+
+    return {
+        "name": get_token_counter(cfg.tokenizer).name,
+        "spec": cfg.tokenizer,
+        "chat_template": CHAT_TEMPLATE_NAME,
+        "counted": "SFT and RL: the conversation rendered with the chat template; CPT: the text",
+    }
+
+
 def write_card(
     out: Path,
     pool: str,
@@ -90,6 +103,7 @@ def write_card(
         "filters_removed": filters,
         "config_fingerprint": cfg.fingerprint(),
         "config": cfg.to_json(),
+        "tokenizer": tokenizer_record(cfg),
         "inputs": lineage,
     }
     atomic_write_json(out / pool / "card.json", card)
@@ -104,7 +118,12 @@ def write_card(
     lines += [f"| {d} | {n} |" for d, n in summary["samples_per_domain"].items()]
     tok = summary["tokens"]
     if tok.get("count"):
-        lines += ["", f"Tokens: mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, max {tok['max']}."]
+        tk = tokenizer_record(cfg)
+        lines += [
+            "",
+            f"Tokens: mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, max {tok['max']} "
+            f"(tokenizer {tk['name']}, chat template {tk['chat_template']}).",
+        ]
     lines += ["", "## Removed before pooling (whole build)", "", "| rule | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(filters.items())]
     lines += ["", f"Config fingerprint `{cfg.fingerprint()}`; inputs and their manifests in card.json.", ""]
@@ -183,6 +202,7 @@ def finalize(
         "schema_version": SCHEMA_VERSION,
         "config_fingerprint": cfg.fingerprint(),
         "config": cfg.to_json(),
+        "tokenizer": tokenizer_record(cfg),
         "inputs": lineage,
         "knowledge": knowledge,
         "evaluation_sets": evals,

@@ -22,6 +22,7 @@ from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.filters import apply_filters, validate_record
 from pipelines.minhash import NearDuplicateIndex
 from schemas.shards import iter_record_batches, sha256_file
+from worldline.chat_template import count_chat_tokens
 
 
 @dataclass(slots=True)
@@ -178,7 +179,11 @@ def verify_pools(
         counter = get_token_counter(cfg.tokenizer)
     over = []
     for r in rl:
-        n = sum(counter.count(m["content"]) for m in r["messages"]) if counter else r["prompt_tokens"]
+        n = (
+            count_chat_tokens(counter, r["messages"], add_generation_prompt=True)
+            if counter
+            else r["prompt_tokens"]
+        )
         if n > cfg.rl.max_prompt_tokens or n != r["prompt_tokens"]:
             over.append(f"{r['sample_id']} ({n} tokens, recorded {r['prompt_tokens']})")
     if over:
@@ -187,8 +192,8 @@ def verify_pools(
         )
     over = []
     for r in sft:
-        n = sum(counter.count(m["content"]) for m in r["messages"]) if counter else r["tokens"]
-        if n > cfg.sft.max_tokens:
+        n = count_chat_tokens(counter, r["messages"]) if counter else r["tokens"]
+        if n > cfg.sft.max_tokens or n != r["tokens"]:
             over.append(f"{r['sample_id']} ({n} tokens)")
     if over:
         violations.append(Violation("sft_token_cap", f"SFT samples over {cfg.sft.max_tokens} tokens", over))

@@ -34,7 +34,14 @@ STAGE = Stage(
         "group -> pool",
     ),
     writes=("pool rows", "assignment rows", "removed rows (dedup, decontamination, pool_rules)"),
-    counters=("pooled.*", "samples.*", "sft.samples_truncated", "dropped.rl_prompt_over_cap"),
+    counters=(
+        "pooled.*",
+        "samples.*",
+        "sft.samples_truncated",
+        "sft.samples_over_cap",
+        "dropped.rl_prompt_over_cap",
+        "dropped.sft_over_cap",
+    ),
 )
 
 
@@ -132,10 +139,24 @@ class RoutePools(beam.DoFn):
             elif pool == "cpt":
                 rows = [cpt_row(item, lineage, self.cfg, self.templates, self.counter)]
             elif pool == "sft":
-                rows = sft_rows(item, lineage, self.cfg, self.templates, self.counter)
+                rows, skipped = sft_rows(item, lineage, self.cfg, self.templates, self.counter)
                 truncated = sum(1 for r in rows if r["truncated"])
                 if truncated:
                     stats["sft.samples_truncated"] += truncated
+                if skipped:
+                    stats["sft.samples_over_cap"] += len(skipped)
+                if not rows:
+                    stats["dropped.sft_over_cap"] += 1
+                    out.setdefault((REMOVED, 0), []).append(
+                        removed_row(
+                            rid,
+                            "",
+                            "pool_rules",
+                            "sft_over_cap",
+                            f"no turn fits sft.max_tokens {self.cfg.sft.max_tokens} with a non-empty target",
+                        )
+                    )
+                    continue
             elif pool == "rl":
                 row, tokens = rl_row(item, lineage, self.cfg, self.templates, self.counter)
                 if row is None:
