@@ -18,25 +18,29 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import combiners
 
 from pipelines.config import PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import exact_key, lsh_bands, normalise, signatures
 from pipelines.runners import runner_for
+from pipelines.stages import all_stages, stage_of
 from pipelines.stages.assign import (
     CountKinds,
     choose_pool,
     decide_group_pool,
     group_kind_counts,
     group_pool_from_kinds,
+    record_group,
 )
 from pipelines.stages.decontaminate import EvalTurnMatcher, turn_texts
 from pipelines.stages.dedup import (
@@ -185,12 +189,16 @@ class PrepareInput(beam.DoFn):
         path = kept_path(self.work, split.index)
         write_ipc(path, spilled.replace_schema_metadata(KEPT_SCHEMA.metadata))
         yield beam.pvalue.TaggedOutput("kept", path)
+        group_by = self.cfg.assignment.group_by
         for row, ((traj, _), text, sig, content) in enumerate(zip(kept, texts, sigs, contents, strict=True)):
+            group, defaulted = record_group(traj.source, traj.task, traj.id, group_by)
+            if defaulted:
+                yield beam.pvalue.TaggedOutput("stats", ("groups_defaulted", 1))
             fp = Fingerprint(
                 id=traj.id,
                 content=content,
                 kind=traj.source.kind.value,
-                group=traj.source.source_group,
+                group=group,
                 domain=traj.domain.value,
                 num_turns=len(traj.turns),
                 exact=exact_key(text),
@@ -255,18 +263,63 @@ def build_pipeline(
     (
         (prepared.stats, routed.stats, written)
         | "AllStats" >> beam.Flatten()
+        | "SurfaceCounters" >> beam.Map(surface_counter)
         | "SumStats" >> beam.CombinePerKey(sum)
         | "StatsDict" >> combiners.ToDict()
         | "WriteStats" >> beam.Map(write_stats, out)
     )
 
 
-def run_build(inputs: BuildInputs, out: str, cfg: PoolsConfig, beam_args: list[str]) -> None:
-    """Run the Beam job to completion on whichever runner `beam_args` name (local FnApiRunner by default)."""
+def surface_counter(stat: tuple[str, int]) -> tuple[str, int]:
+    """Mirror a build counter into Beam's metrics, namespaced by the stage that declares it, so
+    runners' UIs (Dataflow, Dask) and `pools build` show progress per stage while the job runs."""
+    name, n = stat
+    Metrics.counter(stage_of(name), name).inc(n)
+    return stat
+
+
+ProgressFn = Callable[[str, dict[str, int]], None]
+
+
+def report_counters(result: Any, progress: ProgressFn) -> None:
+    """Call `progress(stage, counters)` for every stage with counters in the job's metrics."""
+    per_stage: dict[str, dict[str, int]] = {}
+    for c in result.metrics().query().get("counters", []):
+        value = c.committed if c.committed is not None else c.attempted
+        per_stage.setdefault(c.key.metric.namespace, {})[c.key.metric.name] = int(value or 0)
+    for stage in [s.name for s in all_stages()] + ["build"]:
+        if stage in per_stage:
+            progress(stage, per_stage[stage])
+
+
+def run_build(
+    inputs: BuildInputs,
+    out: str,
+    cfg: PoolsConfig,
+    beam_args: list[str],
+    progress: ProgressFn | None = None,
+    poll_seconds: float = 15.0,
+) -> None:
+    """Run the Beam job to completion on whichever runner `beam_args` name (local FnApiRunner by
+    default); `progress` receives the per-stage counters while a remote job runs and at the end."""
     options = PipelineOptions(beam_args, save_main_session=False)
     mkdirs(out)
-    with beam.Pipeline(runner=runner_for(options), options=options) as p:
-        build_pipeline(p, inputs, out, cfg)
+    p = beam.Pipeline(runner=runner_for(options), options=options)
+    build_pipeline(p, inputs, out, cfg)
+    result = p.run()
+    while True:
+        try:
+            state = result.wait_until_finish(duration=int(poll_seconds * 1000))
+        except TypeError:  # runners whose results take no duration
+            state = result.wait_until_finish()
+        if PipelineState.is_terminal(state or PipelineState.DONE):
+            break
+        if progress is not None:
+            report_counters(result, progress)
+    if state not in (None, PipelineState.DONE):
+        raise RuntimeError(f"the pools job ended in state {state}")
+    if progress is not None:
+        report_counters(result, progress)
     write_eval_turns(inputs.eval_turns, out)
     for name in SPILL_DIRS:
         spill = join(out, WORK_DIR, name)

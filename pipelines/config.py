@@ -100,6 +100,8 @@ class AssignmentConfig:
 
     mode: str = "by_source_kind"
     seed: int = 17
+    # Records without an explicit Source.group: one group per task (default), per source, or per record.
+    group_by: str = "task"
     by_kind: dict[str, PoolRule] = field(
         default_factory=lambda: {
             "infra": PoolRule({"cpt": 1.0}),
@@ -219,7 +221,13 @@ class PoolsConfig:
         if path is None:
             cfg = cls()
         else:
-            raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+            try:
+                raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                raise ConfigError(f"{where}: not valid YAML ({problem}); fix the file's syntax") from exc
             if not isinstance(raw, dict):
                 raise ConfigError(f"{path}: top level must be a mapping of sections")
             cfg = cls.from_dict(raw, where=str(path))
@@ -246,6 +254,10 @@ class PoolsConfig:
         self.loss_mask.validate()
         if self.assignment.mode not in ("by_source_kind", "by_ratio"):
             raise ConfigError(f"assignment.mode: {self.assignment.mode!r} is not by_source_kind or by_ratio")
+        if self.assignment.group_by not in ("source", "task", "record"):
+            raise ConfigError(
+                f"assignment.group_by: {self.assignment.group_by!r} is not source, task or record"
+            )
         for kind, rule in self.assignment.by_kind.items():
             rule.validate(f"assignment.by_kind.{kind}")
         self.assignment.ratios.validate("assignment.ratios")
@@ -302,10 +314,12 @@ def _assignment(value: Any, where: str) -> AssignmentConfig:
             cfg.mode = str(v)
         elif key == "seed":
             cfg.seed = int(v)
+        elif key == "group_by":
+            cfg.group_by = str(v)
         elif key == "by_kind":
             cfg.by_kind = {str(k): _rule(r, f"{where}.by_kind.{k}") for k, r in v.items()}
         elif key == "ratios":
             cfg.ratios = _rule(v, f"{where}.ratios")
         else:
-            raise ConfigError(f"{where}: unknown key {key!r}; known: mode, seed, by_kind, ratios")
+            raise ConfigError(f"{where}: unknown key {key!r}; known: mode, seed, group_by, by_kind, ratios")
     return cfg

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from pipelines.build import ASSIGNMENTS, REMOVED, WORK_DIR
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.exports import export_path
+from pipelines.publish import input_digest
 from schemas.shards import atomic_write_bytes, atomic_write_json, read_manifest, sha256_file
 from schemas.trajectory import SCHEMA_VERSION, Trajectory
 from worldline.agentworldbench import export_agentworldbench
@@ -172,6 +173,7 @@ def finalize(
                 "path": str(Path(item).resolve()),
                 "rows": m.rows if m else None,
                 "manifest_sha256": sha256_file(mpath) if mpath.exists() else None,
+                "digest": input_digest(item),
             }
         )
     pools: dict[str, Any] = {}

@@ -26,3 +26,29 @@ def local_runner(options: PipelineOptions) -> PipelineRunner:
 def runner_for(options: PipelineOptions) -> PipelineRunner | None:
     """The runner `--runner` names (None lets Beam construct it), else the local FnApiRunner."""
     return None if options.view_as(StandardOptions).runner else local_runner(options)
+
+
+def unknown_beam_options(args: list[str]) -> list[str]:
+    """The arguments no Beam pipeline option (of any runner loaded so far) recognises.
+
+    A runner given as a dotted path (e.g. `apache_beam.runners.dask.dask_runner.DaskRunner`) is
+    imported first, so its own options (`--dask_client_address`) count as known.
+    """
+    import importlib
+
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    runner = PipelineOptions(args).view_as(StandardOptions).runner
+    if runner and "." in runner:
+        try:
+            importlib.import_module(runner.rsplit(".", 1)[0])
+        except ImportError:
+            pass
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    seen: set[str] = set()
+    for cls in PipelineOptions.__subclasses__():
+        if str(cls) not in seen:
+            seen.add(str(cls))
+            cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(args)
+    return [a for a in unknown if a.startswith("-")]

@@ -43,3 +43,11 @@ def undeclared_counters(counters: list[str]) -> list[str]:
     """Counters no stage declares (a stage that counts something must say so in its contract)."""
     stages = all_stages()
     return sorted(c for c in counters if not any(s.declares(c) for s in stages))
+
+
+def stage_of(counter: str) -> str:
+    """The name of the stage that declares `counter` ("build" when none does)."""
+    for stage in all_stages():
+        if stage.declares(counter):
+            return stage.name
+    return "build"

@@ -18,13 +18,35 @@ from pipelines.config import PoolsConfig
 from pipelines.minhash import stable_hash
 from pipelines.stages import Stage
 from pipelines.stages.dedup import Fingerprint
+from schemas.trajectory import Source
 
 STAGE = Stage(
     name="assign",
     reads=("(source group, source kind)",),
     writes=("source group -> pool",),
-    counters=(),
+    counters=("groups_defaulted",),
 )
+GROUP_BY = ("source", "task", "record")
+"""How records without an explicit `Source.group` are grouped (`assignment.group_by`, `--group-by`)."""
+
+
+def record_group(source: Source, task: str, record_id: str, group_by: str) -> tuple[str, bool]:
+    """(source group, whether it was defaulted) of one trajectory.
+
+    An explicit `Source.group` always wins. Otherwise `task` (default) keeps every trajectory of one
+    task of one source together (sessions of one task share prefixes and answers), `source` puts
+    the whole source in one pool, `record` lets each trajectory be its own group.
+    """
+    if source.group:
+        return source.group, False
+    if group_by == "source":
+        return source.name, True
+    if group_by == "record":
+        return f"{source.name}/record:{record_id}", True
+    if group_by != "task":
+        raise ValueError(f"group_by {group_by!r} is not one of {', '.join(GROUP_BY)}")
+    task_key = stable_hash("task", " ".join(task.split()))
+    return f"{source.name}/task:{task_key:016x}", True
 
 
 def group_kind_counts(fps: Iterable[Fingerprint]) -> Counter[str]:

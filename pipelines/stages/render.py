@@ -20,6 +20,7 @@ from pipelines.inputs import KnowledgeDoc
 from pipelines.minhash import normalise, signatures, stable_hash
 from pipelines.render import Lineage, cpt_row, knowledge_row, rl_row, sft_rows
 from pipelines.stages import Stage
+from pipelines.stages.assign import record_group
 from pipelines.stages.dedup import content_hash
 from pipelines.stages.spill import ASSIGNMENTS, REMOVED, read_ipc, removed_row, spill_runs
 from schemas.trajectory import Trajectory
@@ -120,7 +121,8 @@ class RoutePools(beam.DoFn):
             if is_doc:
                 rid, group, kind, domain, nturns = item.id, item.group, "knowledge", "knowledge", 1
             else:
-                rid, group, kind = item.id, item.source.source_group, item.source.kind.value
+                rid, kind = item.id, item.source.kind.value
+                group, _ = record_group(item.source, item.task, item.id, self.cfg.assignment.group_by)
                 domain, nturns = item.domain.value, len(item.turns)
             pool, stage, reason, lineage = self._lineage_fate(
                 rid, content, group, kind, clusters, losers, contaminated, group_pool
