@@ -42,7 +42,7 @@ from pipelines.stages.assign import (
     group_pool_from_kinds,
     record_group,
 )
-from pipelines.stages.decontaminate import EvalTurnMatcher, turn_texts
+from pipelines.stages.decontaminate import EvalGrams, EvalPoolGrams, EvalTurnMatcher, turn_texts
 from pipelines.stages.dedup import (
     KEPT_SCHEMA,
     BucketEdges,
@@ -111,16 +111,23 @@ class PrepareInput(beam.DoFn):
     removed rows ("runs") and stats.
     """
 
-    def __init__(self, cfg: PoolsConfig, eval_turns: list[tuple[str, int, list[int]]], work: str) -> None:
+    def __init__(
+        self,
+        cfg: PoolsConfig,
+        eval_turns: list[tuple[str, int, list[int]]],
+        work: str,
+        eval_grams: EvalGrams | None = None,
+    ) -> None:
         self.cfg = cfg
         self.eval_turns = eval_turns
+        self.eval_grams = eval_grams or []
         self.work = work
         # Banding parameters are chosen once, in the driver, and travel with the DoFn.
         self.bands_rows = lsh_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
         self.eval_bands_rows = lsh_bands(cfg.decontamination.threshold, cfg.dedup.num_perm)
 
     def setup(self) -> None:
-        self.matcher = EvalTurnMatcher(self.cfg, self.eval_turns, self.eval_bands_rows)
+        self.matcher = EvalTurnMatcher(self.cfg, self.eval_turns, self.eval_bands_rows, self.eval_grams)
 
     def fingerprint_outputs(self, fp: Fingerprint, signature_ref: SignatureRef) -> Iterator[Any]:
         yield beam.pvalue.TaggedOutput("ids", (fp.id, fp.content))
@@ -154,7 +161,7 @@ class PrepareInput(beam.DoFn):
                 1,
                 exact_key(text),
                 tuple(sig),
-                self.matcher.match([text]),
+                self.matcher.match_text(text),
             )
             # Documents are not spilled: their signature travels with each band entry.
             yield from self.fingerprint_outputs(fp, pack_signature(sig))
@@ -227,7 +234,7 @@ def build_pipeline(
         # (one shuffle of the small work items; Create's own would be a second one).
         | "Reshuffle" >> beam.Reshuffle()
         | "PrepareInputs"
-        >> beam.ParDo(PrepareInput(cfg, inputs.eval_turns, work)).with_outputs(
+        >> beam.ParDo(PrepareInput(cfg, inputs.eval_turns, work, inputs.eval_grams)).with_outputs(
             "kept", "runs", "stats", "ids", "kinds", "contaminated", main="bands"
         )
     )
@@ -247,7 +254,15 @@ def build_pipeline(
         | "GroupPool" >> beam.Map(group_pool_from_kinds, cfg)
     )
 
+    # The eval pool's own turns, once groups are assigned: training records must not contain them.
+    pool_grams = prepared.kept | "EvalPoolGrams" >> beam.ParDo(
+        EvalPoolGrams(cfg),
+        group_pool=beam.pvalue.AsDict(group_pool),
+        clusters=beam.pvalue.AsSingleton(clusters),
+        contaminated_list=beam.pvalue.AsList(contaminated),
+    )
     side = dict(
+        eval_pool_grams=beam.pvalue.AsList(pool_grams),
         clusters=beam.pvalue.AsSingleton(clusters),
         losers_list=beam.pvalue.AsList(losers),
         contaminated_list=beam.pvalue.AsList(contaminated),

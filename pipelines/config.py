@@ -76,6 +76,10 @@ class DecontaminationConfig:
     threshold: float = 0.7  # Jaccard between one training turn and one evaluation turn
     min_turn_words: int = 8  # shorter turns ("ls", "ok") match by chance and are not evidence
     shingle_words: int = 3
+    # Containment: the share of an evaluation turn's (or task's) word n-grams found inside one
+    # training turn (task, document). Catches evaluation text pasted into longer training text.
+    ngram_words: int = 13
+    containment: float = 0.5
 
 
 @dataclass(slots=True)
@@ -268,8 +272,13 @@ class PoolsConfig:
             raise ConfigError("sft.template_versions: give at least one template version")
         if abs(self.rl.rubric_weight + self.rl.rule_weight - 1.0) > 1e-9:
             raise ConfigError("rl.rubric_weight + rl.rule_weight must sum to 1 (the paper mixes 9:1)")
-        if not 0 < self.dedup.threshold <= 1 or not 0 < self.decontamination.threshold <= 1:
-            raise ConfigError("dedup.threshold and decontamination.threshold must lie in (0, 1]")
+        dc = self.decontamination
+        if not 0 < self.dedup.threshold <= 1 or not 0 < dc.threshold <= 1 or not 0 < dc.containment <= 1:
+            raise ConfigError(
+                "dedup.threshold, decontamination.threshold and decontamination.containment must lie in (0, 1]"
+            )
+        if dc.ngram_words < 1:
+            raise ConfigError("decontamination.ngram_words: give a positive number of words (13 by default)")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.config import PoolsConfig
-from pipelines.inputs import read_eval_turns
+from pipelines.inputs import read_eval_ngrams, read_eval_turns
 from pipelines.stages import Stage
 from pipelines.stages.spill import join
 from schemas.shards import check_version
@@ -51,6 +51,8 @@ class BuildInputs:
     total_rows: int
     row_groups: dict[str, list[int]] = field(default_factory=dict)
     """Rows per row group of every trajectory part (read from the footers once, in the driver)."""
+    eval_grams: list[tuple[str, list[int]]] = field(default_factory=list)
+    """N-gram hashes of every evaluation turn and task (containment decontamination)."""
 
 
 def read_parquet(path: str) -> pq.ParquetFile:
@@ -106,4 +108,4 @@ def resolve_inputs(
         path = Path(item)
         know.extend(sorted(str(p) for p in path.rglob("*") if p.is_file()) if path.is_dir() else [item])
     eval_turns = read_eval_turns(evals, cfg)
-    return BuildInputs(files, know, eval_turns, total, row_groups)
+    return BuildInputs(files, know, eval_turns, total, row_groups, read_eval_ngrams(evals, cfg))

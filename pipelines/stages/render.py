@@ -18,9 +18,11 @@ import apache_beam as beam
 from pipelines.config import EVAL_POOL, PoolsConfig
 from pipelines.inputs import KnowledgeDoc
 from pipelines.minhash import normalise, signatures, stable_hash
+from pipelines.ngrams import ContainmentIndex, text_grams
 from pipelines.render import Lineage, cpt_row, knowledge_row, rl_row, sft_rows
 from pipelines.stages import Stage
 from pipelines.stages.assign import record_group
+from pipelines.stages.decontaminate import training_grams
 from pipelines.stages.dedup import content_hash
 from pipelines.stages.spill import ASSIGNMENTS, REMOVED, read_ipc, removed_row, spill_runs
 from schemas.trajectory import Trajectory
@@ -62,6 +64,22 @@ class RoutePools(beam.DoFn):
 
         self.templates = load_template_set(self.cfg.templates_dir)
         self.counter = get_token_counter(self.cfg.tokenizer)
+        self._pool_index: ContainmentIndex | None = None
+
+    def eval_pool_overlap(self, item: Any) -> str:
+        """The eval-pool trajectory (and which of its turns) a training record contains, or ""."""
+        if self._pool_index is None or not len(self._pool_index):
+            return ""
+        n = self.cfg.decontamination.ngram_words
+        if isinstance(item, KnowledgeDoc):
+            grams = [text_grams(normalise(item.text), n, 0)]
+        else:
+            grams = training_grams(item, self.cfg)
+        for g in grams:
+            key = self._pool_index.contained_in(g)
+            if key:
+                return key
+        return ""
 
     def _lineage_fate(
         self,
@@ -78,7 +96,7 @@ class RoutePools(beam.DoFn):
         if (rid, content) in losers:
             return None, "dedup", "duplicate_id", None
         if rid in contaminated:
-            return None, "decontamination", f"near-duplicates evaluation sample {contaminated[rid]}", None
+            return None, "decontamination", f"overlaps evaluation sample {contaminated[rid]}", None
         rep, same_exact = clusters.get(rid, (rid, True))
         if rep != rid:
             return None, "dedup", ("exact_duplicate" if same_exact else "near_duplicate") + f" of {rep}", None
@@ -110,7 +128,12 @@ class RoutePools(beam.DoFn):
         losers_list: list[tuple[str, str]],
         contaminated_list: list[tuple[str, str]],
         group_pool: dict[str, str],
+        eval_pool_grams: list[tuple[str, list[int]]] | None = None,
     ) -> Iterator[Any]:
+        if self._pool_index is None:  # the side input is the same for the whole job: index it once
+            self._pool_index = ContainmentIndex.of(
+                self.cfg.decontamination.containment, eval_pool_grams or []
+            )
         losers = set(losers_list)
         contaminated = dict(contaminated_list)
         out: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -127,8 +150,15 @@ class RoutePools(beam.DoFn):
             pool, stage, reason, lineage = self._lineage_fate(
                 rid, content, group, kind, clusters, losers, contaminated, group_pool
             )
+            if pool is not None and pool != EVAL_POOL:
+                inside = self.eval_pool_overlap(item)
+                if inside:
+                    pool, stage, lineage = None, "decontamination", None
+                    reason = f"eval_pool_overlap: contains eval-pool text {inside}"
             if pool is None or lineage is None:
                 code = reason.split(" ")[0] if stage == "dedup" else "eval_overlap"
+                if reason.startswith("eval_pool_overlap"):
+                    code = "eval_pool_overlap"
                 stats[f"dropped.{code}"] += 1
                 out.setdefault((REMOVED, 0), []).append(removed_row(rid, "", stage, code, reason))
                 continue
