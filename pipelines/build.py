@@ -149,7 +149,7 @@ class PrepareInput(beam.DoFn):
             return
         yield beam.pvalue.TaggedOutput("stats", ("knowledge_in", len(docs)))
         d = self.cfg.dedup
-        texts = [normalise(doc.text) for doc in docs]
+        texts = [normalise(doc.text, d.fold_digits_observations) for doc in docs]
         sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)
         for doc, text, sig in zip(docs, texts, sigs, strict=True):
             fp = Fingerprint(
@@ -161,7 +161,7 @@ class PrepareInput(beam.DoFn):
                 1,
                 exact_key(text),
                 tuple(sig),
-                self.matcher.match_text(text),
+                self.matcher.match_text(normalise(doc.text)) if self.matcher else "",
             )
             # Documents are not spilled: their signature travels with each band entry.
             yield from self.fingerprint_outputs(fp, pack_signature(sig))
@@ -185,7 +185,7 @@ class PrepareInput(beam.DoFn):
         if not kept:
             return
         d = self.cfg.dedup
-        texts = [trajectory_text(t) for t, _ in kept]
+        texts = [trajectory_text(t, self.cfg) for t, _ in kept]
         sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)
         contents = [content_hash(rec) for _, rec in kept]
         spilled = pa.Table.from_pylist([rec for _, rec in kept], schema=TRAJECTORY_SCHEMA)

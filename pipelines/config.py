@@ -40,7 +40,10 @@ class FilterConfig:
     # Rewrite terminal actions as keystroke arrays and SWE actions as JSON tool calls (pipelines.actions).
     canonical_actions: bool = True
     # Substrings that mark a GUI observation as an environment failure even when the collector did
-    # not set status=env_failure (public traces rarely do). Matched case-insensitively.
+    # not set status=env_failure (public traces rarely do). Matched case-insensitively, and only on a
+    # screen in an error state: at most `gui_failure_max_words` words, or the marker is (most of) the
+    # page title / a heading / a window or dialog name (pipelines.filters.error_state_marker).
+    gui_failure_max_words: int = 150
     gui_failure_markers: list[str] = field(
         default_factory=lambda: [
             "captcha",
@@ -64,6 +67,10 @@ class DedupConfig:
     threshold: float = 0.8  # Jaccard over word shingles; LSH bands/rows come from datasketch's optimiser
     shingle_words: int = 5
     seed: int = 1
+    # Fold digit runs to 0 before comparing (timestamps, PIDs, ports in actions). Observations keep
+    # their digits by default: "sum = 4" and "sum = 5" are different results, not duplicates.
+    fold_digits_actions: bool = True
+    fold_digits_observations: bool = False
     # Which member of a cluster survives: the highest source priority, then more turns, then the
     # smallest seeded hash of the id. Ties cannot remain (ids are unique).
     source_priority: list[str] = field(default_factory=lambda: ["inhouse", "infra", "public", "knowledge"])

@@ -43,9 +43,13 @@ KEPT_SCHEMA = pa.schema(
 """A spilled kept batch: the filtered trajectory plus what fingerprinting already computed."""
 
 
-def trajectory_text(traj: Trajectory) -> str:
-    """The normalised action + observation text that near-duplicate detection compares."""
-    return normalise("\n".join(f"{t.action.text}\n{t.observation.text}" for t in traj.turns))
+def trajectory_text(traj: Trajectory, cfg: PoolsConfig) -> str:
+    """The normalised action + observation text that exact and near-duplicate detection compare
+    (digits folded in actions, kept in observations by default: see DedupConfig)."""
+    fold_a, fold_o = cfg.dedup.fold_digits_actions, cfg.dedup.fold_digits_observations
+    return " ".join(
+        f"{normalise(t.action.text, fold_a)} {normalise(t.observation.text, fold_o)}" for t in traj.turns
+    )
 
 
 @dataclass(frozen=True, slots=True)

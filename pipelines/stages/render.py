@@ -106,7 +106,7 @@ class RoutePools(beam.DoFn):
         """(run tag, (record, content hash, signature) ...) of a kept file or a document batch."""
         if isinstance(element, list):
             d = self.cfg.dedup
-            texts = [normalise(doc.text) for doc in element]
+            texts = [normalise(doc.text, d.fold_digits_observations) for doc in element]
             sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)
             tag = f"docs-{stable_hash(*(doc.id for doc in element)):016x}"
             return tag, iter(
