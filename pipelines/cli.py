@@ -138,11 +138,14 @@ def _print_progress(stage: str, counters: dict[str, int]) -> None:
     console.print(f"  {stage}: {shown}")
 
 
-@pools_app.command("verify", help="Prove disjointness and per-pool rules; exit 1 listing offending rows.")
+@pools_app.command(
+    "verify",
+    help="Prove disjointness, decontamination and per-pool rules by recomputing them from the pool rows "
+    "and the inputs the manifest names; exit 1 listing offending rows (a missing input is a failure).",
+)
 def verify(
     out: Path = typer.Argument(..., help="The folder `pools build` wrote."),
     recount_tokens: bool = typer.Option(True, help="Recount every capped sample's tokens."),
-    check_inputs: bool = typer.Option(True, help="Re-fingerprint pooled trajectories from the inputs."),
 ) -> None:
     from pipelines.verify import verify_pools
 
@@ -151,11 +154,12 @@ def verify(
         console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
         raise typer.Exit(1)
     cfg = PoolsConfig.from_dict(json.loads(manifest_path.read_text("utf-8"))["config"])
-    violations = verify_pools(out, cfg, recount_tokens=recount_tokens, check_inputs=check_inputs)
+    violations = verify_pools(out, cfg, recount_tokens=recount_tokens)
     if not violations:
         console.print(
-            "[green]verified[/green]: pools are disjoint (ids, source groups, near-duplicate "
-            "clusters, evaluation overlap) and follow the per-pool rules"
+            "[green]verified[/green]: pools are disjoint (ids, source groups, exact and near "
+            "duplicates recomputed from the inputs), free of evaluation overlap, and follow the "
+            "per-pool rules and their recorded statistics"
         )
         return
     for v in violations:

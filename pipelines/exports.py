@@ -95,10 +95,12 @@ def chat_record(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def cpt_text_record(r: dict[str, Any]) -> dict[str, Any]:
-    """A CPT row as text with loss spans [start, end, share] (character offsets)."""
+    """A CPT row as text with typed loss spans {start, end, weight} (character offsets)."""
     return {
         "text": r["text"],
-        "loss_spans": [[s["start"], s["end"], s["share"]] for s in r["loss_spans"]],
+        "loss_spans": [
+            {"start": s["start"], "end": s["end"], "weight": s["weight"]} for s in r["loss_spans"]
+        ],
         "trajectory_id": r["trajectory_id"],
         "domain": r["domain"],
     }

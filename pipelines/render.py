@@ -162,7 +162,14 @@ def cpt_row(
     s, e, k = kept_char_span(counter, system, lm.system_prompt_share, lm.keep)
     if e > s:
         spans.append(
-            {"start": s, "end": e, "turn_index": 0, "category": "system", "share": lm.system_prompt_share}
+            {
+                "start": s,
+                "end": e,
+                "weight": 1.0,
+                "turn_index": 0,
+                "category": "system",
+                "share": lm.system_prompt_share,
+            }
         )
         loss_tokens += k
     offset = len(system)
@@ -177,6 +184,7 @@ def cpt_row(
                 {
                     "start": offset + s,
                     "end": offset + e,
+                    "weight": 1.0,
                     "turn_index": i + 1,
                     "category": category,
                     "share": share,
@@ -212,7 +220,14 @@ def knowledge_row(doc: dict[str, Any], lineage: Lineage, counter: TokenCounter) 
         "dedup_cluster": lineage.dedup_cluster,
         "text": text,
         "loss_spans": [
-            {"start": 0, "end": len(text), "turn_index": 0, "category": "knowledge", "share": 1.0}
+            {
+                "start": 0,
+                "end": len(text),
+                "weight": 1.0,
+                "turn_index": 0,
+                "category": "knowledge",
+                "share": 1.0,
+            }
         ],
         "turn_categories": [],
         "num_turns": 1,
