@@ -52,6 +52,9 @@ VERL_SCHEMA = pa.schema(
                     pa.field("verifier", pa.string(), False),
                     pa.field("reward_spec", pa.string(), False),
                     pa.field("index", pa.int64(), False),
+                    pa.field("sample_id", pa.string(), False),
+                    pa.field("source_kind", pa.string(), False),
+                    pa.field("licence", pa.string(), True),
                 ]
             ),
             False,
@@ -60,8 +63,12 @@ VERL_SCHEMA = pa.schema(
 )
 
 
+PART_INDEX_STRIDE = 1_000_000_000
+"""verl's `extra_info.index` = part number x stride + position in the part: unique across parts."""
+
+
 def verl_row(r: dict[str, Any], index: int) -> dict[str, Any]:
-    """One RL pool row as a verl RLHF dataset row; `index` is the row's position in its part."""
+    """One RL pool row as a verl RLHF dataset row; `index` is unique across all parts."""
     return {
         "data_source": f"worldline/{r['domain']}",
         "prompt": r["messages"],
@@ -79,6 +86,9 @@ def verl_row(r: dict[str, Any], index: int) -> dict[str, Any]:
             "verifier": r["verifier"],
             "reward_spec": r["reward_spec"],
             "index": index,
+            "sample_id": r["sample_id"],
+            "source_kind": r["source_kind"],
+            "licence": r["licence"],
         },
     }
 
@@ -91,6 +101,8 @@ def chat_record(r: dict[str, Any]) -> dict[str, Any]:
         "turn_index": r["turn_index"],
         "template_version": r["template_version"],
         "domain": r["domain"],
+        "source_kind": r["source_kind"],
+        "licence": r["licence"],
     }
 
 
@@ -103,6 +115,8 @@ def cpt_text_record(r: dict[str, Any]) -> dict[str, Any]:
         ],
         "trajectory_id": r["trajectory_id"],
         "domain": r["domain"],
+        "source_kind": r["source_kind"],
+        "licence": r["licence"],
     }
 
 
@@ -138,7 +152,7 @@ def write_export(out: str, pool: str, part_stem: str, chunks: Iterator[pa.Table]
     with FileSystems.create(tmp) as fh:
         if pool == "rl":
             writer = pq.ParquetWriter(fh, VERL_SCHEMA, compression="zstd")
-            index = 0
+            index = int(part_stem.rsplit("-", 1)[1]) * PART_INDEX_STRIDE
             for chunk in chunks:
                 rows = []
                 for r in chunk.to_pylist():

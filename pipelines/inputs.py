@@ -42,9 +42,16 @@ class KnowledgeDoc:
     group: str
     text: str
     uri: str
+    licence: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "group": self.group, "text": self.text, "uri": self.uri}
+        return {
+            "id": self.id,
+            "group": self.group,
+            "text": self.text,
+            "uri": self.uri,
+            "licence": self.licence,
+        }
 
 
 def read_knowledge_file(path: str) -> Iterator[KnowledgeDoc]:
@@ -58,7 +65,8 @@ def read_knowledge_file(path: str) -> Iterator[KnowledgeDoc]:
             return None
         rid = str(rec.get("id") or stable_id("knowledge", p.name, str(i), prefix="kn"))
         group = f"knowledge:{rec['source']}" if rec.get("source") else default_group
-        return KnowledgeDoc(rid, group, text, f"{p.name}#{i}")
+        licence = rec.get("licence") or rec.get("license")
+        return KnowledgeDoc(rid, group, text, f"{p.name}#{i}", str(licence) if licence else None)
 
     if p.suffix == ".jsonl":
         with open(p, encoding="utf-8") as fh:

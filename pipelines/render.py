@@ -135,6 +135,7 @@ class Lineage:
     source_id: str
     source_kind: str
     dedup_cluster: str
+    licence: str | None = None
 
 
 def _common(traj: Trajectory, lineage: Lineage, sample_id: str, version: int) -> dict[str, Any]:
@@ -143,6 +144,7 @@ def _common(traj: Trajectory, lineage: Lineage, sample_id: str, version: int) ->
         "trajectory_id": traj.id,
         "source_id": lineage.source_id,
         "source_kind": lineage.source_kind,
+        "licence": traj.source.licence or lineage.licence,
         "domain": traj.domain.value,
         "template_version": version,
         "dedup_cluster": lineage.dedup_cluster,
@@ -215,6 +217,7 @@ def knowledge_row(doc: dict[str, Any], lineage: Lineage, counter: TokenCounter) 
         "trajectory_id": doc["id"],
         "source_id": lineage.source_id,
         "source_kind": "knowledge",
+        "licence": doc.get("licence") or lineage.licence,
         "domain": "knowledge",
         "template_version": -1,
         "dedup_cluster": lineage.dedup_cluster,

@@ -33,6 +33,7 @@ _COMMON = [
     pa.field("trajectory_id", pa.string(), False),
     pa.field("source_id", pa.string(), False),
     pa.field("source_kind", pa.string(), False),
+    pa.field("licence", pa.string(), True),  # the source's licence (SPDX id where known), null if unknown
     pa.field("domain", pa.string(), False),
     pa.field("template_version", pa.int32(), False),  # -1: world-knowledge text, no template
     pa.field("dedup_cluster", pa.string(), False),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from worldline.tokenizer import TokenCounter, get_token_counter
@@ -72,3 +73,84 @@ def token_weights(
         weights.append(ordered[k][2] if k >= 0 and pos < ordered[k][1] else 0.0)
     labels = [i if w > 0 else IGNORE_INDEX for i, w in zip(ids, weights, strict=True)]
     return {"input_ids": ids, "weights": weights, "labels": labels}
+
+
+# --------------------------------------------------------------------------------------------------
+# Browsing pool folders
+# --------------------------------------------------------------------------------------------------
+
+
+def pool_parts(path: str | Path) -> list[Path]:
+    p = Path(path)
+    return sorted(p.glob("part-*.parquet")) if p.is_dir() else ([p] if p.suffix == ".parquet" else [])
+
+
+def pool_name(path: str | Path) -> str | None:
+    """ "cpt", "sft" or "rl" when PATH is a pool folder (or one of its parts) `pools build` wrote."""
+    import pyarrow.parquet as pq
+
+    parts = pool_parts(path)
+    if not parts:
+        return None
+    meta = pq.read_schema(parts[0]).metadata or {}
+    name = meta.get(b"worldline.pool")
+    return name.decode() if name else None
+
+
+def open_dataset(path: str | Path) -> Any:
+    """A lazy polars frame over a trajectory dataset or a pool folder (OUT/cpt, OUT/sft, OUT/rl;
+    OUT/eval holds trajectories), scanned with the explicit schema of what it holds."""
+    import polars as pl
+
+    from schemas import open_dataset as open_trajectories
+
+    p = Path(path)
+    if (p / "manifest.json").is_file() and (p / "rl").is_dir() and (p / "sft").is_dir():
+        raise ValueError(f"{p} holds several pools: open one of {p}/cpt, {p}/sft, {p}/rl or {p}/eval")
+    name = pool_name(p)
+    if name is None and (p / "card.json").is_file():  # OUT/eval: trajectories, listed by the pool card
+        from schemas.shards import check_file_schema, polars_schema
+
+        parts = pool_parts(p)
+        for f in parts:
+            check_file_schema(f)
+        return pl.scan_parquet([str(f) for f in parts], schema=polars_schema())
+    if name is None:
+        return open_trajectories(p)
+    from pipelines.rows import POOL_SCHEMAS
+
+    empty = pl.from_arrow(POOL_SCHEMAS[name].empty_table())
+    assert isinstance(empty, pl.DataFrame)
+    return pl.scan_parquet([str(f) for f in pool_parts(p)], schema=empty.schema)
+
+
+def pool_stats(path: str | Path) -> dict[str, Any]:
+    """Samples, trajectories and recorded tokens per domain and source kind of one pool folder."""
+    import pyarrow.parquet as pq
+
+    name = pool_name(path)
+    if name is None:
+        raise ValueError(f"{path} is not a pool folder (OUT/cpt, OUT/sft or OUT/rl)")
+    tokens_column = "prompt_tokens" if name == "rl" else "tokens"
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in pool_parts(path):
+        for batch in pq.ParquetFile(f).iter_batches(
+            batch_size=4096, columns=["domain", "source_kind", "trajectory_id", tokens_column]
+        ):
+            for d, k, t, n in zip(*(batch.column(i).to_pylist() for i in range(4)), strict=True):
+                row = rows.setdefault((d, k), {"samples": 0, "trajectories": set(), "tokens": 0})
+                row["samples"] += 1
+                row["trajectories"].add(t)
+                row["tokens"] += n
+    by = [
+        {
+            "domain": d,
+            "source_kind": k,
+            "samples": v["samples"],
+            "trajectories": len(v["trajectories"]),
+            "tokens": v["tokens"],
+        }
+        for (d, k), v in sorted(rows.items())
+    ]
+    total = {key: sum(r[key] for r in by) for key in ("samples", "trajectories", "tokens")}
+    return {"path": str(path), "pool": name, "by_domain_and_source_kind": by, "total": total}
