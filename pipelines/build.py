@@ -32,7 +32,7 @@ from apache_beam.transforms import combiners
 from pipelines.config import PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import exact_key, lsh_bands, normalise, signatures
-from pipelines.runners import runner_for
+from pipelines.runners import drops_output_tags, multi_output, runner_for
 from pipelines.stages import all_stages, stage_of
 from pipelines.stages.assign import (
     CountKinds,
@@ -227,35 +227,42 @@ def build_pipeline(
     # One PCollection of work items (read splits and knowledge files), so a single fused stage
     # fingerprints everything and writes straight into the shuffles: a Flatten in front of a
     # shuffle would cost the local runners an extra pass of the data through a worker.
-    prepared = (
+    pairs = drops_output_tags(p.options)
+    items = (
         p
         | "ReadSplits" >> beam.Create([*splits, *sorted(inputs.knowledge_files)], reshuffle=False)
         # Spread the work over the workers before the heavy, fused read-filter-fingerprint stage
         # (one shuffle of the small work items; Create's own would be a second one).
         | "Reshuffle" >> beam.Reshuffle()
-        | "PrepareInputs"
-        >> beam.ParDo(PrepareInput(cfg, inputs.eval_turns, work, inputs.eval_grams)).with_outputs(
-            "kept", "runs", "stats", "ids", "kinds", "contaminated", main="bands"
-        )
+    )
+    prepared = multi_output(
+        items,
+        "PrepareInputs",
+        PrepareInput(cfg, inputs.eval_turns, work, inputs.eval_grams),
+        ["kept", "runs", "stats", "ids", "kinds", "contaminated"],
+        "bands",
+        pairs,
     )
     losers = (
-        prepared.ids | "GroupIds" >> beam.GroupByKey() | "DuplicateIds" >> beam.FlatMap(duplicate_id_losers)
+        prepared["ids"]
+        | "GroupIds" >> beam.GroupByKey()
+        | "DuplicateIds" >> beam.FlatMap(duplicate_id_losers)
     )
     clusters = (
-        prepared.bands
+        prepared["bands"]
         | "GroupBands" >> beam.GroupByKey()
         | "VerifiedEdges" >> beam.ParDo(BucketEdges(cfg, work))
         | "Clusters" >> beam.CombineGlobally(ClusterEdges())
     )
-    contaminated = prepared.contaminated
+    contaminated = prepared["contaminated"]
     group_pool = (
-        prepared.kinds
+        prepared["kinds"]
         | "CountKinds" >> beam.CombinePerKey(CountKinds())
         | "GroupPool" >> beam.Map(group_pool_from_kinds, cfg)
     )
 
     # The eval pool's own turns, once groups are assigned: training records must not contain them.
-    pool_grams = prepared.kept | "EvalPoolGrams" >> beam.ParDo(
+    pool_grams = prepared["kept"] | "EvalPoolGrams" >> beam.ParDo(
         EvalPoolGrams(cfg),
         group_pool=beam.pvalue.AsDict(group_pool),
         clusters=beam.pvalue.AsSingleton(clusters),
@@ -268,15 +275,12 @@ def build_pipeline(
         contaminated_list=beam.pvalue.AsList(contaminated),
         group_pool=beam.pvalue.AsDict(group_pool),
     )
-    routed = (
-        prepared.kept
-        | "ReshuffleKept" >> beam.Reshuffle()
-        | "RoutePools" >> beam.ParDo(RoutePools(cfg, shards, work), **side).with_outputs("stats", main="runs")
-    )
-    runs = (prepared.runs, routed.runs) | "AllRuns" >> beam.Flatten()
+    kept = prepared["kept"] | "ReshuffleKept" >> beam.Reshuffle()
+    routed = multi_output(kept, "RoutePools", RoutePools(cfg, shards, work), ["stats"], "runs", pairs, **side)
+    runs = (prepared["runs"], routed["runs"]) | "AllRuns" >> beam.Flatten()
     written = runs | "GroupParts" >> beam.GroupByKey() | "WriteParts" >> beam.FlatMap(write_part, out)
     (
-        (prepared.stats, routed.stats, written)
+        (prepared["stats"], routed["stats"], written)
         | "AllStats" >> beam.Flatten()
         | "SurfaceCounters" >> beam.Map(surface_counter)
         | "SumStats" >> beam.CombinePerKey(sum)
@@ -299,7 +303,11 @@ ProgressFn = Callable[[str, dict[str, int]], None]
 def report_counters(result: Any, progress: ProgressFn) -> None:
     """Call `progress(stage, counters)` for every stage with counters in the job's metrics."""
     per_stage: dict[str, dict[str, int]] = {}
-    for c in result.metrics().query().get("counters", []):
+    try:
+        counters = result.metrics().query().get("counters", [])
+    except (NotImplementedError, AttributeError):  # runners without a metrics API (e.g. DaskRunner)
+        return
+    for c in counters:
         value = c.committed if c.committed is not None else c.attempted
         per_stage.setdefault(c.key.metric.namespace, {})[c.key.metric.name] = int(value or 0)
     for stage in [s.name for s in all_stages()] + ["build"]:
@@ -327,6 +335,8 @@ def run_build(
             state = result.wait_until_finish(duration=int(poll_seconds * 1000))
         except TypeError:  # runners whose results take no duration
             state = result.wait_until_finish()
+        except TimeoutError:  # the DaskRunner signals "still running" by raising
+            state = PipelineState.RUNNING
         if PipelineState.is_terminal(state or PipelineState.DONE):
             break
         if progress is not None:
