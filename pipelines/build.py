@@ -219,7 +219,7 @@ def build_pipeline(
     p: beam.Pipeline, inputs: BuildInputs, out: str, cfg: PoolsConfig, batch_rows: int = 256
 ) -> None:
     """Add the whole pool build to pipeline `p`; `batch_rows` is the size of a read split."""
-    shards = max(1, math.ceil(max(inputs.total_rows, 1) / cfg.trajectories_per_shard))
+    shards = plan_buckets(inputs, cfg)
     work = join(out, WORK_DIR)
     files = sorted(inputs.trajectory_files)
     row_groups = {f: inputs.row_groups.get(f) or row_groups_of(f) for f in files}
@@ -278,7 +278,11 @@ def build_pipeline(
     kept = prepared["kept"] | "ReshuffleKept" >> beam.Reshuffle()
     routed = multi_output(kept, "RoutePools", RoutePools(cfg, shards, work), ["stats"], "runs", pairs, **side)
     runs = (prepared["runs"], routed["runs"]) | "AllRuns" >> beam.Flatten()
-    written = runs | "GroupParts" >> beam.GroupByKey() | "WriteParts" >> beam.FlatMap(write_part, out)
+    written = (
+        runs
+        | "GroupParts" >> beam.GroupByKey()
+        | "WriteParts" >> beam.FlatMap(write_part, out, cfg.part_max_bytes)
+    )
     (
         (prepared["stats"], routed["stats"], written)
         | "AllStats" >> beam.Flatten()
@@ -287,6 +291,22 @@ def build_pipeline(
         | "StatsDict" >> combiners.ToDict()
         | "WriteStats" >> beam.Map(write_stats, out)
     )
+
+
+POOL_BYTES_PER_INPUT_BYTE = {"cpt": 4.0, "sft": 12.0, "rl": 3.0, "eval": 1.5, "assignments": 0.5}
+"""Rough output bytes (Arrow, uncompressed) per input byte (Parquet, zstd) of each table: SFT repeats
+the history in every sample, CPT and RL render it once. Only the number of parts depends on it: the
+byte bound itself is enforced when a part is written (`pipelines.stages.write`)."""
+
+
+def plan_buckets(inputs: BuildInputs, cfg: PoolsConfig) -> dict[str, int]:
+    """Output buckets per table: enough that a bucket holds at most `trajectories_per_shard`
+    trajectories and about `part_max_bytes` of rows, so parts are few, full and bounded."""
+    by_rows = max(1, math.ceil(max(inputs.total_rows, 1) / cfg.trajectories_per_shard))
+    return {
+        name: max(by_rows, math.ceil(inputs.input_bytes * factor / cfg.part_max_bytes))
+        for name, factor in POOL_BYTES_PER_INPUT_BYTE.items()
+    }
 
 
 def surface_counter(stat: tuple[str, int]) -> tuple[str, int]:

@@ -226,6 +226,9 @@ class PoolsConfig:
     templates_dir: str | None = None  # None: the shipped seed templates
     tokenizer: str | None = None  # None: WORLDLINE_TOKENIZER or Qwen3.6
     trajectories_per_shard: int = 2_000
+    # Upper bound on one part file, in bytes of Arrow data (parts roll over to the next file when a
+    # write would exceed it); the number of parts per pool is estimated from the input's bytes.
+    part_max_bytes: int = 256 * 1024 * 1024
 
     @classmethod
     def load(cls, path: str | Path | None) -> PoolsConfig:

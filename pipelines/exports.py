@@ -4,7 +4,7 @@
 
 verl RL parquet (data_source, prompt, ability, reward_model, extra_info), chat-message JSONL for
 LLaMA-Factory / OpenRLHF SFT, and CPT text JSONL with loss spans. Each export file mirrors one pool
-part (`exports/verl/rl-part-00000.parquet` <- `rl/part-00000.parquet`), so exports are written by the
+part (`exports/verl/rl-part-00000-000.parquet` <- `rl/part-00000-000.parquet`), so exports are written by the
 same worker that writes the part, from the rows it just sorted, and published atomically.
 """
 
@@ -64,7 +64,8 @@ VERL_SCHEMA = pa.schema(
 
 
 PART_INDEX_STRIDE = 1_000_000_000
-"""verl's `extra_info.index` = part number x stride + position in the part: unique across parts."""
+"""verl's `extra_info.index` = (bucket x 1000 + roll-over number) x stride + position in the part file:
+unique across all part files."""
 
 
 def verl_row(r: dict[str, Any], index: int) -> dict[str, Any]:
@@ -152,7 +153,8 @@ def write_export(out: str, pool: str, part_stem: str, chunks: Iterator[pa.Table]
     with FileSystems.create(tmp) as fh:
         if pool == "rl":
             writer = pq.ParquetWriter(fh, VERL_SCHEMA, compression="zstd")
-            index = int(part_stem.rsplit("-", 1)[1]) * PART_INDEX_STRIDE
+            bucket, roll = (int(x) for x in part_stem.split("-")[1:3])  # part-SSSSS-RRR
+            index = (bucket * 1000 + roll) * PART_INDEX_STRIDE
             for chunk in chunks:
                 rows = []
                 for r in chunk.to_pylist():

@@ -53,6 +53,8 @@ class BuildInputs:
     """Rows per row group of every trajectory part (read from the footers once, in the driver)."""
     eval_grams: list[tuple[str, list[int]]] = field(default_factory=list)
     """N-gram hashes of every evaluation turn and task (containment decontamination)."""
+    input_bytes: int = 0
+    """Bytes of all trajectory parts and knowledge files (to size the output parts)."""
 
 
 def read_parquet(path: str) -> pq.ParquetFile:
@@ -108,4 +110,5 @@ def resolve_inputs(
         path = Path(item)
         know.extend(sorted(str(p) for p in path.rglob("*") if p.is_file()) if path.is_dir() else [item])
     eval_turns = read_eval_turns(evals, cfg)
-    return BuildInputs(files, know, eval_turns, total, row_groups, read_eval_ngrams(evals, cfg))
+    size = sum(m.size_in_bytes for f in [*files, *know] for m in FileSystems.match([f])[0].metadata_list)
+    return BuildInputs(files, know, eval_turns, total, row_groups, read_eval_ngrams(evals, cfg), size)

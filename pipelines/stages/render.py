@@ -53,7 +53,7 @@ class RoutePools(beam.DoFn):
     group-pool side inputs. Renders pool rows and writes them as sorted runs per output part.
     Writes: ((table, shard), run file) per part touched (removed rows included), and stats."""
 
-    def __init__(self, cfg: PoolsConfig, shards: int, work: str) -> None:
+    def __init__(self, cfg: PoolsConfig, shards: dict[str, int], work: str) -> None:
         self.cfg = cfg
         self.shards = shards
         self.work = work
@@ -210,8 +210,8 @@ class RoutePools(beam.DoFn):
             stats[f"samples.{pool}"] += len(rows)
             key_field = "id" if pool == EVAL_POOL else "sample_id"
             for row in rows:
-                out.setdefault((pool, stable_hash(row[key_field]) % self.shards), []).append(row)
-            out.setdefault((ASSIGNMENTS, stable_hash(rid) % self.shards), []).append(
+                out.setdefault((pool, stable_hash(row[key_field]) % self.shards[pool]), []).append(row)
+            out.setdefault((ASSIGNMENTS, stable_hash(rid) % self.shards[ASSIGNMENTS]), []).append(
                 {
                     "trajectory_id": rid,
                     "pool": pool,

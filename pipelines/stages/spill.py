@@ -70,7 +70,7 @@ def write_ipc(path: str, table: pa.Table) -> None:
     tmp = join(folder, f".{name}.tmp")
     with FileSystems.create(tmp) as fh:
         with pa.ipc.new_file(fh, table.schema, options=SPILL_OPTIONS) as writer:
-            writer.write_table(table)
+            writer.write_table(table, max_chunksize=1000)  # batches the write stage merges one by one
     if FileSystems.exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
