@@ -322,7 +322,7 @@ def sft_rows(
         version = sft_template_version(cfg, traj.id, t)
         if version not in systems:
             rendered = templates.get(version).render(values)
-            systems[version] = (rendered, message_tokens(counter, "system", rendered))
+            systems[version] = (rendered, message_tokens(counter, "system", rendered) if rendered else 0)
         system, system_tokens = systems[version]
         turn = traj.turns[t - 1]
         reasoning = turn.metadata.get(REASONING_KEY)
@@ -345,7 +345,8 @@ def sft_rows(
             target, target_tokens = fitted
             target_truncated = True
         messages = inference_messages(samples[t - 1], system)
-        messages = [messages[0], *messages[1 + 2 * dropped :]]
+        head = 1 if system else 0  # the evaluator omits an empty system prompt
+        messages = [*messages[:head], *messages[head + 2 * dropped :]]
         messages.append({"role": "assistant", "content": target})
         rows.append(
             {
