@@ -53,11 +53,13 @@ first_id="$("$ROOT/.venv/bin/python" -c 'import sys, worldline; print(worldline.
 "$WL" show "$OUT/collected/terminal" --id "$first_id" --max-chars 600
 
 step "5/5 pools: build on the Beam DirectRunner, verify disjointness and per-pool rules"
+# The AgentWorldBench samples are the evaluation set: decontamination input, never training input.
 "$WL" pools build --config pipelines/configs/demo.yaml \
   --in "$OUT/collected/terminal" --in "$OUT/collected/swe" --in "$OUT/collected/web" --in "$OUT/collected/os" \
   --in "$OUT/collected/mcp" --in "$OUT/collected/search" \
-  --in "$OUT/cleaned/recordings" --in "$OUT/cleaned/public" --in "$OUT/imported" \
-  --out "$OUT/pools"
+  --in "$OUT/cleaned/recordings" --in "$OUT/cleaned/public" \
+  --eval worldline/samples \
+  --out "$OUT/pools" --overwrite
 "$WL" pools verify "$OUT/pools"
 
 printf '\n\033[1mdone.\033[0m collected, cleaned and imported shards: %s/{collected,cleaned,imported}\n' "$OUT"

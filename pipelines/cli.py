@@ -21,9 +21,10 @@ console = Console()
 
 @pools_app.command(
     "build",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    help="Run the Beam job. Extra arguments are Beam pipeline options, e.g. --direct_num_workers 2 "
-    "--direct_running_mode multi_processing, or --runner DataflowRunner --project P --region R.",
+    context_settings={"allow_extra_args": True},
+    help="Run the Beam job into a staging folder and publish it as OUT when complete. Beam pipeline "
+    "options follow `--`, e.g. `-- --direct_num_workers 2 --direct_running_mode multi_processing`, or "
+    "`-- --runner DataflowRunner --project P --region R`.",
 )
 def build(
     ctx: typer.Context,
@@ -40,18 +41,60 @@ def build(
     evals: list[Path] = typer.Option(
         [], "--eval", exists=True, help="Evaluation sets (AgentWorldBench JSONL or shards)."
     ),
+    group_by: str | None = typer.Option(
+        None,
+        "--group-by",
+        help="Records without a source group: one group per task (default), source or record.",
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT (atomically)."),
+    incremental: bool = typer.Option(
+        False,
+        "--incremental",
+        help="Add new input shards to the pools in OUT (its manifest names the earlier inputs); the "
+        "result equals a full rebuild over all of them.",
+    ),
 ) -> None:
     from pipelines.build import resolve_inputs, run_build
     from pipelines.finalize import finalize
+    from pipelines.publish import (
+        PublishError,
+        check_target,
+        discard,
+        incremental_plan,
+        publish,
+        staging_folder,
+    )
+    from pipelines.runners import unknown_beam_options
 
+    beam_args = list(ctx.args)
+    unknown = unknown_beam_options(beam_args)
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown option(s) {' '.join(unknown)}: neither a `pools build` option nor a Beam pipeline "
+            "option (Beam options go after `--`; see --help)"
+        )
     try:
         cfg = PoolsConfig.load(config)
+        if group_by is not None:
+            cfg.assignment.group_by = group_by
+            cfg.validate()
     except ConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+        raise typer.BadParameter(str(exc), param_hint="--group-by" if group_by else "--config") from exc
     out = out.resolve()
     in_paths = [str(p.resolve()) for p in inputs]
     know = [str(p.resolve()) for p in knowledge]
     ev = [str(p.resolve()) for p in evals]
+    try:
+        check_target(out, overwrite=overwrite, incremental=incremental)
+        if incremental:
+            plan = incremental_plan(out, cfg.fingerprint(), in_paths, know, ev)
+            console.print(
+                f"incremental build: {len(plan.new_inputs)} new input(s) added to {len(plan.inputs)}"
+            )
+            in_paths, know, ev = plan.inputs, plan.knowledge, plan.evals
+    except PublishError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
     try:
         resolved = resolve_inputs(in_paths, know, ev, cfg)
     except (ShardError, ValueError, OSError) as exc:  # unreadable inputs: name the file, no traceback
@@ -62,23 +105,47 @@ def build(
         f"trajectories, {len(resolved.knowledge_files)} corpus file(s), "
         f"{len(resolved.eval_turns)} evaluation turn(s)"
     )
-    run_build(resolved, str(out), cfg, list(ctx.args))
-    manifest = finalize(out, cfg, in_paths, know, ev)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = staging_folder(out)
+    try:
+        run_build(resolved, str(staging), cfg, beam_args, progress=_print_progress)
+        manifest = finalize(staging, cfg, in_paths, know, ev)
+    except BaseException:
+        discard(staging)
+        raise
+    if not manifest["counts"]["reconciles"]:
+        discard(staging)
+        _print_summary(manifest)
+        console.print("[red]counts do not reconcile: nothing published; see the stats above[/red]")
+        raise typer.Exit(2)
+    publish(staging, out)
     _print_summary(manifest)
+    defaulted = manifest["stats"].get("groups_defaulted", 0)
+    if defaulted:
+        console.print(
+            f"[yellow]warning:[/yellow] {defaulted} trajectories carry no source group (Source.group); "
+            f"they were grouped by {cfg.assignment.group_by}, so each such group lands in one pool. "
+            "Choose with --group-by source|task|record."
+        )
     console.print(
         f"pools and dataset cards: {out}/{{cpt,sft,rl,eval}}/ (README.md, card.json); "
         f"manifest: {out / 'manifest.json'}"
     )
-    if not manifest["counts"]["reconciles"]:
-        console.print("[red]counts do not reconcile: see stats in manifest.json[/red]")
-        raise typer.Exit(2)
 
 
-@pools_app.command("verify", help="Prove disjointness and per-pool rules; exit 1 listing offending rows.")
+def _print_progress(stage: str, counters: dict[str, int]) -> None:
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(counters.items()))
+    console.print(f"  {stage}: {shown}")
+
+
+@pools_app.command(
+    "verify",
+    help="Prove disjointness, decontamination and per-pool rules by recomputing them from the pool rows "
+    "and the inputs the manifest names; exit 1 listing offending rows (a missing input is a failure).",
+)
 def verify(
     out: Path = typer.Argument(..., help="The folder `pools build` wrote."),
     recount_tokens: bool = typer.Option(True, help="Recount every capped sample's tokens."),
-    check_inputs: bool = typer.Option(True, help="Re-fingerprint pooled trajectories from the inputs."),
 ) -> None:
     from pipelines.verify import verify_pools
 
@@ -87,11 +154,12 @@ def verify(
         console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
         raise typer.Exit(1)
     cfg = PoolsConfig.from_dict(json.loads(manifest_path.read_text("utf-8"))["config"])
-    violations = verify_pools(out, cfg, recount_tokens=recount_tokens, check_inputs=check_inputs)
+    violations = verify_pools(out, cfg, recount_tokens=recount_tokens)
     if not violations:
         console.print(
-            "[green]verified[/green]: pools are disjoint (ids, source groups, near-duplicate "
-            "clusters, evaluation overlap) and follow the per-pool rules"
+            "[green]verified[/green]: pools are disjoint (ids, source groups, exact and near "
+            "duplicates recomputed from the inputs), free of evaluation overlap, and follow the "
+            "per-pool rules and their recorded statistics"
         )
         return
     for v in violations:

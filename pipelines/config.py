@@ -37,8 +37,13 @@ class FilterConfig:
     strip_empty_actions: bool = True
     skip_retry_cycles: bool = True
     drop_gui_no_change: bool = True
+    # Rewrite terminal actions as keystroke arrays and SWE actions as JSON tool calls (pipelines.actions).
+    canonical_actions: bool = True
     # Substrings that mark a GUI observation as an environment failure even when the collector did
-    # not set status=env_failure (public traces rarely do). Matched case-insensitively.
+    # not set status=env_failure (public traces rarely do). Matched case-insensitively, and only on a
+    # screen in an error state: at most `gui_failure_max_words` words, or the marker is (most of) the
+    # page title / a heading / a window or dialog name (pipelines.filters.error_state_marker).
+    gui_failure_max_words: int = 150
     gui_failure_markers: list[str] = field(
         default_factory=lambda: [
             "captcha",
@@ -62,6 +67,10 @@ class DedupConfig:
     threshold: float = 0.8  # Jaccard over word shingles; LSH bands/rows come from datasketch's optimiser
     shingle_words: int = 5
     seed: int = 1
+    # Fold digit runs to 0 before comparing (timestamps, PIDs, ports in actions). Observations keep
+    # their digits by default: "sum = 4" and "sum = 5" are different results, not duplicates.
+    fold_digits_actions: bool = True
+    fold_digits_observations: bool = False
     # Which member of a cluster survives: the highest source priority, then more turns, then the
     # smallest seeded hash of the id. Ties cannot remain (ids are unique).
     source_priority: list[str] = field(default_factory=lambda: ["inhouse", "infra", "public", "knowledge"])
@@ -74,6 +83,10 @@ class DecontaminationConfig:
     threshold: float = 0.7  # Jaccard between one training turn and one evaluation turn
     min_turn_words: int = 8  # shorter turns ("ls", "ok") match by chance and are not evidence
     shingle_words: int = 3
+    # Containment: the share of an evaluation turn's (or task's) word n-grams found inside one
+    # training turn (task, document). Catches evaluation text pasted into longer training text.
+    ngram_words: int = 13
+    containment: float = 0.5
 
 
 @dataclass(slots=True)
@@ -98,6 +111,8 @@ class AssignmentConfig:
 
     mode: str = "by_source_kind"
     seed: int = 17
+    # Records without an explicit Source.group: one group per task (default), per source, or per record.
+    group_by: str = "task"
     by_kind: dict[str, PoolRule] = field(
         default_factory=lambda: {
             "infra": PoolRule({"cpt": 1.0}),
@@ -211,13 +226,22 @@ class PoolsConfig:
     templates_dir: str | None = None  # None: the shipped seed templates
     tokenizer: str | None = None  # None: WORLDLINE_TOKENIZER or Qwen3.6
     trajectories_per_shard: int = 2_000
+    # Upper bound on one part file, in bytes of Arrow data (parts roll over to the next file when a
+    # write would exceed it); the number of parts per pool is estimated from the input's bytes.
+    part_max_bytes: int = 256 * 1024 * 1024
 
     @classmethod
     def load(cls, path: str | Path | None) -> PoolsConfig:
         if path is None:
             cfg = cls()
         else:
-            raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+            try:
+                raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                raise ConfigError(f"{where}: not valid YAML ({problem}); fix the file's syntax") from exc
             if not isinstance(raw, dict):
                 raise ConfigError(f"{path}: top level must be a mapping of sections")
             cfg = cls.from_dict(raw, where=str(path))
@@ -244,6 +268,10 @@ class PoolsConfig:
         self.loss_mask.validate()
         if self.assignment.mode not in ("by_source_kind", "by_ratio"):
             raise ConfigError(f"assignment.mode: {self.assignment.mode!r} is not by_source_kind or by_ratio")
+        if self.assignment.group_by not in ("source", "task", "record"):
+            raise ConfigError(
+                f"assignment.group_by: {self.assignment.group_by!r} is not source, task or record"
+            )
         for kind, rule in self.assignment.by_kind.items():
             rule.validate(f"assignment.by_kind.{kind}")
         self.assignment.ratios.validate("assignment.ratios")
@@ -254,8 +282,13 @@ class PoolsConfig:
             raise ConfigError("sft.template_versions: give at least one template version")
         if abs(self.rl.rubric_weight + self.rl.rule_weight - 1.0) > 1e-9:
             raise ConfigError("rl.rubric_weight + rl.rule_weight must sum to 1 (the paper mixes 9:1)")
-        if not 0 < self.dedup.threshold <= 1 or not 0 < self.decontamination.threshold <= 1:
-            raise ConfigError("dedup.threshold and decontamination.threshold must lie in (0, 1]")
+        dc = self.decontamination
+        if not 0 < self.dedup.threshold <= 1 or not 0 < dc.threshold <= 1 or not 0 < dc.containment <= 1:
+            raise ConfigError(
+                "dedup.threshold, decontamination.threshold and decontamination.containment must lie in (0, 1]"
+            )
+        if dc.ngram_words < 1:
+            raise ConfigError("decontamination.ngram_words: give a positive number of words (13 by default)")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -300,10 +333,12 @@ def _assignment(value: Any, where: str) -> AssignmentConfig:
             cfg.mode = str(v)
         elif key == "seed":
             cfg.seed = int(v)
+        elif key == "group_by":
+            cfg.group_by = str(v)
         elif key == "by_kind":
             cfg.by_kind = {str(k): _rule(r, f"{where}.by_kind.{k}") for k, r in v.items()}
         elif key == "ratios":
             cfg.ratios = _rule(v, f"{where}.ratios")
         else:
-            raise ConfigError(f"{where}: unknown key {key!r}; known: mode, seed, by_kind, ratios")
+            raise ConfigError(f"{where}: unknown key {key!r}; known: mode, seed, group_by, by_kind, ratios")
     return cfg

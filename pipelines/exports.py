@@ -4,7 +4,7 @@
 
 verl RL parquet (data_source, prompt, ability, reward_model, extra_info), chat-message JSONL for
 LLaMA-Factory / OpenRLHF SFT, and CPT text JSONL with loss spans. Each export file mirrors one pool
-part (`exports/verl/rl-part-00000.parquet` <- `rl/part-00000.parquet`), so exports are written by the
+part (`exports/verl/rl-part-00000-000.parquet` <- `rl/part-00000-000.parquet`), so exports are written by the
 same worker that writes the part, from the rows it just sorted, and published atomically.
 """
 
@@ -52,6 +52,9 @@ VERL_SCHEMA = pa.schema(
                     pa.field("verifier", pa.string(), False),
                     pa.field("reward_spec", pa.string(), False),
                     pa.field("index", pa.int64(), False),
+                    pa.field("sample_id", pa.string(), False),
+                    pa.field("source_kind", pa.string(), False),
+                    pa.field("licence", pa.string(), True),
                 ]
             ),
             False,
@@ -60,8 +63,13 @@ VERL_SCHEMA = pa.schema(
 )
 
 
+PART_INDEX_STRIDE = 1_000_000_000
+"""verl's `extra_info.index` = (bucket x 1000 + roll-over number) x stride + position in the part file:
+unique across all part files."""
+
+
 def verl_row(r: dict[str, Any], index: int) -> dict[str, Any]:
-    """One RL pool row as a verl RLHF dataset row; `index` is the row's position in its part."""
+    """One RL pool row as a verl RLHF dataset row; `index` is unique across all parts."""
     return {
         "data_source": f"worldline/{r['domain']}",
         "prompt": r["messages"],
@@ -79,6 +87,9 @@ def verl_row(r: dict[str, Any], index: int) -> dict[str, Any]:
             "verifier": r["verifier"],
             "reward_spec": r["reward_spec"],
             "index": index,
+            "sample_id": r["sample_id"],
+            "source_kind": r["source_kind"],
+            "licence": r["licence"],
         },
     }
 
@@ -91,16 +102,22 @@ def chat_record(r: dict[str, Any]) -> dict[str, Any]:
         "turn_index": r["turn_index"],
         "template_version": r["template_version"],
         "domain": r["domain"],
+        "source_kind": r["source_kind"],
+        "licence": r["licence"],
     }
 
 
 def cpt_text_record(r: dict[str, Any]) -> dict[str, Any]:
-    """A CPT row as text with loss spans [start, end, share] (character offsets)."""
+    """A CPT row as text with typed loss spans {start, end, weight} (character offsets)."""
     return {
         "text": r["text"],
-        "loss_spans": [[s["start"], s["end"], s["share"]] for s in r["loss_spans"]],
+        "loss_spans": [
+            {"start": s["start"], "end": s["end"], "weight": s["weight"]} for s in r["loss_spans"]
+        ],
         "trajectory_id": r["trajectory_id"],
         "domain": r["domain"],
+        "source_kind": r["source_kind"],
+        "licence": r["licence"],
     }
 
 
@@ -136,7 +153,8 @@ def write_export(out: str, pool: str, part_stem: str, chunks: Iterator[pa.Table]
     with FileSystems.create(tmp) as fh:
         if pool == "rl":
             writer = pq.ParquetWriter(fh, VERL_SCHEMA, compression="zstd")
-            index = 0
+            bucket, roll = (int(x) for x in part_stem.split("-")[1:3])  # part-SSSSS-RRR
+            index = (bucket * 1000 + roll) * PART_INDEX_STRIDE
             for chunk in chunks:
                 rows = []
                 for r in chunk.to_pylist():

@@ -8,6 +8,7 @@ say how many records each rule removed and counts reconcile (in = kept + dropped
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,35 +81,86 @@ def _tool_name_from_text(text: str) -> str | None:
     return None
 
 
-def gui_env_failure(traj: Trajectory, markers: list[str]) -> str | None:
+_TITLE_LINE = re.compile(
+    r"(RootWebArea|WebArea|heading|title|<title>|window|frame|dialog|alert)", re.IGNORECASE
+)
+_QUOTED = re.compile(r"""['"]([^'"]{1,300})['"]""")
+
+
+def _title_names(text: str) -> list[str]:
+    """The names on title-like lines of a screen: page title, headings, window titles, dialogs."""
+    names: list[str] = []
+    for line in text.splitlines()[:400]:
+        if _TITLE_LINE.search(line):
+            quoted = _QUOTED.findall(line)
+            names.extend(quoted or [line.strip()])
+    return names
+
+
+def error_state_marker(text: str, markers: list[str], max_words: int) -> str | None:
+    """The failure marker that puts this screen in an error state, or None.
+
+    A marker counts when the screen is an error page, not when a normal page mentions it: the
+    screen is short (at most `max_words` words: a CAPTCHA wall, a 503 page, a missing-state
+    message), or the marker is most (>= 60%) of the page title / a heading / a window or dialog
+    name. A reCAPTCHA notice in the footer of a long page, or an article about HTTP 503, is neither.
+    """
+    lowered = text.lower()
+    found = [m for m in (mk.lower() for mk in markers) if m in lowered]
+    if not found:
+        return None
+    if len(lowered.split()) <= max_words:
+        return found[0]
+    for name in _title_names(lowered):
+        for marker in found:
+            if marker in name and len(marker) >= 0.6 * len(name.strip(" .!?:|-")):
+                return marker
+    return None
+
+
+def gui_env_failure(traj: Trajectory, markers: list[str], max_words: int = 150) -> str | None:
     """Why a GUI trajectory counts as hit by an environment failure, or None.
 
-    The collector's own verdict (status env_failure) counts; so does an error observation whose text
-    carries a failure marker (CAPTCHA, HTTP 5xx, missing state file), which public traces need.
+    The collector's own verdict (status env_failure) counts; so does a screen in an error state
+    (`error_state_marker`), which public traces need since they rarely carry a status.
     """
     if traj.status == TrajectoryStatus.ENV_FAILURE:
         return f"status env_failure: {traj.status_reason or 'no reason given'}"
-    lowered = [m.lower() for m in markers]
     for i, turn in enumerate(traj.turns, start=1):
-        text = turn.observation.text.lower()
-        for marker in lowered:
-            if marker in text:
-                return f"turn {i} observation contains {marker!r}"
+        marker = error_state_marker(turn.observation.text, markers, max_words)
+        if marker:
+            return f"turn {i} observation is an error screen ({marker!r})"
     return None
+
+
+_VOLATILE = re.compile(
+    r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:\s?[ap]\.?m\.?)?\b"  # clocks and timers
+    r"|\b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?)?\b"  # ISO dates / timestamps
+    r"|\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|days?)\b(?:\s+ago)?"
+    r"|\b(?:just now|a (?:second|minute|moment) ago)\b",
+    re.IGNORECASE,
+)
+
+
+def stable_screen(text: str) -> str:
+    """A screen with volatile content (clocks, timers, timestamps, relative times) masked and
+    whitespace normalised: what no-change detection compares. Other numbers are state (a cart
+    count, a page number) and are kept."""
+    return " ".join(_VOLATILE.sub("<t>", text).split())
 
 
 def drop_gui_no_change_turns(traj: Trajectory) -> tuple[Trajectory, int]:
     """Remove GUI turns whose state did not change: the collector's flag, else identical screens.
 
     A turn is no-change when `state_changed` is False, or (flag unknown) when its observation equals
-    the previous turn's observation after whitespace normalisation. The first turn is always kept:
-    it has no "before" screen to compare with.
+    the previous turn's observation once volatile content is masked (`stable_screen`). The first turn
+    is always kept: it has no "before" screen to compare with.
     """
     kept: list[Turn] = []
     removed = 0
     previous: str | None = None
     for turn in traj.turns:
-        screen = " ".join(turn.observation.text.split())
+        screen = stable_screen(turn.observation.text)
         unchanged = turn.state_changed is False or (turn.state_changed is None and screen == previous)
         if unchanged and kept:
             removed += 1
@@ -117,6 +169,43 @@ def drop_gui_no_change_turns(traj: Trajectory) -> tuple[Trajectory, int]:
         previous = screen
     if removed:
         traj.turns = kept
+    return traj, removed
+
+
+def skip_followed_retry_cycles(traj: Trajectory) -> tuple[Trajectory, int]:
+    """Skip rejected (garbage -> error) pairs only when a retry follows them.
+
+    A run of rejected pairs is a retry cycle when the next turn is a valid action of the same kind:
+    the agent tried again. Rejected pairs with no retry after them (the trajectory ends, or the
+    agent moved on to something else) are real history and stay. Skipping uses the cleaner's own
+    definition of a rejected pair (`curation_agents.turn_rules.is_rejected_pair`), and the kept
+    retry records how many attempts preceded it, as the cleaner does.
+    """
+    import dataclasses
+
+    from curation_agents.turn_rules import is_rejected_pair
+
+    rejected = [is_rejected_pair(t) for t in traj.turns]
+    skip = [False] * len(traj.turns)
+    i = 0
+    while i < len(traj.turns):
+        if not rejected[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(traj.turns) and rejected[j]:
+            j += 1
+        if j < len(traj.turns) and all(
+            traj.turns[k].action.kind == traj.turns[j].action.kind for k in range(i, j)
+        ):
+            for k in range(i, j):
+                skip[k] = True
+            retry = traj.turns[j]
+            traj.turns[j] = dataclasses.replace(retry, metadata={**retry.metadata, "retries_skipped": j - i})
+        i = j
+    removed = sum(skip)
+    if removed:
+        traj.turns = [t for t, s in zip(traj.turns, skip, strict=True) if not s]
     return traj, removed
 
 
@@ -129,18 +218,18 @@ def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
         if missing:
             return FilterOutcome(None, UNDECLARED_TOOL, f"calls undeclared tool(s) {', '.join(missing)}")
     if cfg.drop_gui_env_failures and traj.domain in GUI_DOMAINS:
-        why = gui_env_failure(traj, cfg.gui_failure_markers)
+        why = gui_env_failure(traj, cfg.gui_failure_markers, cfg.gui_failure_max_words)
         if why:
             return FilterOutcome(None, GUI_ENV_FAILURE, why)
     removed: Counter[str] = Counter()
-    if cfg.strip_empty_actions or cfg.skip_retry_cycles:
-        # The cleaner's own rules: pools apply the same definitions when the cleaner did not run.
-        from curation_agents.turn_rules import skip_retry_cycles, strip_empty_actions
     if cfg.strip_empty_actions:
+        # The cleaner's own rule: pools apply the same definition when the cleaner did not run.
+        from curation_agents.turn_rules import strip_empty_actions
+
         traj, n = strip_empty_actions(traj)
         removed[EMPTY_ACTION_TURNS] += n
     if cfg.skip_retry_cycles:
-        traj, n = skip_retry_cycles(traj)
+        traj, n = skip_followed_retry_cycles(traj)
         removed[RETRY_CYCLE_TURNS] += n
     if cfg.drop_gui_no_change and traj.domain in GUI_DOMAINS:
         traj, n = drop_gui_no_change_turns(traj)
@@ -150,4 +239,8 @@ def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
         return FilterOutcome(
             None, TOO_FEW_TURNS_AFTER_TURN_FILTERS, f"{len(traj.turns)} turn(s) left", removed_turns=removed
         )
+    if cfg.canonical_actions:
+        from pipelines.actions import canonicalise_actions
+
+        canonicalise_actions(traj)
     return FilterOutcome(traj, removed_turns=removed)

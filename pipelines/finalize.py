@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from pipelines.build import ASSIGNMENTS, REMOVED, WORK_DIR
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.exports import export_path
+from pipelines.publish import input_digest
 from schemas.shards import atomic_write_bytes, atomic_write_json, read_manifest, sha256_file
 from schemas.trajectory import SCHEMA_VERSION, Trajectory
 from worldline.agentworldbench import export_agentworldbench
@@ -55,23 +56,47 @@ def _token_stats(values: list[int]) -> dict[str, float]:
 def pool_summary(out: Path, pool: str) -> dict[str, Any]:
     """Counts per domain and token statistics of one pool, read from its parts."""
     per_domain: Counter[str] = Counter()
+    licences: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
     trajectories: set[str] = set()
     tokens: list[int] = []
     column = {"cpt": "tokens", "sft": "tokens", "rl": "prompt_tokens"}.get(pool)
     for f in pool_parts(out, pool):
-        cols = ["domain", "trajectory_id"] + ([column] if column else [])
+        cols = ["domain", "trajectory_id", "licence", "source_kind"] + ([column] if column else [])
         if pool == EVAL_POOL:
-            cols = ["domain", "id"]
+            cols = ["domain", "id", "source"]
         t = pq.read_table(f, columns=cols)
         per_domain.update(t.column("domain").to_pylist())
         trajectories.update(t.column(cols[1]).to_pylist())
+        if pool == EVAL_POOL:
+            sources = t.column("source").to_pylist()
+            licences.update(s["licence"] or "unknown" for s in sources)
+            kinds.update(s["kind"] for s in sources)
+        else:
+            licences.update(x or "unknown" for x in t.column("licence").to_pylist())
+            kinds.update(t.column("source_kind").to_pylist())
         if column:
             tokens.extend(t.column(column).to_pylist())
     return {
         "samples": sum(per_domain.values()),
         "trajectories": len(trajectories),
         "samples_per_domain": dict(sorted(per_domain.items())),
+        "samples_per_licence": dict(sorted(licences.items())),
+        "samples_per_source_kind": dict(sorted(kinds.items())),
         "tokens": _token_stats(tokens),
+    }
+
+
+def tokenizer_record(cfg: PoolsConfig) -> dict[str, Any]:
+    """Which tokenizer and chat template the token counts and caps were computed with."""
+    from worldline.chat_template import CHAT_TEMPLATE_NAME
+    from worldline.tokenizer import get_token_counter
+
+    return {
+        "name": get_token_counter(cfg.tokenizer).name,
+        "spec": cfg.tokenizer,
+        "chat_template": CHAT_TEMPLATE_NAME,
+        "counted": "SFT and RL: the conversation rendered with the chat template; CPT: the text",
     }
 
 
@@ -90,11 +115,12 @@ def write_card(
         "filters_removed": filters,
         "config_fingerprint": cfg.fingerprint(),
         "config": cfg.to_json(),
+        "tokenizer": tokenizer_record(cfg),
         "inputs": lineage,
     }
     atomic_write_json(out / pool / "card.json", card)
     lines = [
-        f"# {pool.upper()} pool",
+        f"# worldline {pool.upper()} pool",
         "",
         f"{summary['samples']} samples from {summary['trajectories']} trajectories/documents.",
         "",
@@ -102,13 +128,50 @@ def write_card(
         "|---|---|",
     ]
     lines += [f"| {d} | {n} |" for d, n in summary["samples_per_domain"].items()]
+    lines += ["", "| licence | samples |", "|---|---|"]
+    lines += [f"| {k} | {n} |" for k, n in summary["samples_per_licence"].items()]
+    lines += ["", "| source kind | samples |", "|---|---|"]
+    lines += [f"| {k} | {n} |" for k, n in summary["samples_per_source_kind"].items()]
+    lines += ["", "Every row carries its `licence` and `source_kind`; filter on them before training."]
     tok = summary["tokens"]
     if tok.get("count"):
-        lines += ["", f"Tokens: mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, max {tok['max']}."]
+        tk = tokenizer_record(cfg)
+        lines += [
+            "",
+            f"Tokens: mean {tok['mean']}, p50 {tok['p50']}, p95 {tok['p95']}, max {tok['max']} "
+            f"(tokenizer {tk['name']}, chat template {tk['chat_template']}).",
+        ]
     lines += ["", "## Removed before pooling (whole build)", "", "| rule | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(filters.items())]
     lines += ["", f"Config fingerprint `{cfg.fingerprint()}`; inputs and their manifests in card.json.", ""]
-    atomic_write_bytes(out / pool / "README.md", "\n".join(lines).encode())
+    atomic_write_bytes(out / pool / "README.md", str(hf_card(pool, summary, "\n".join(lines))).encode())
+
+
+TASK_CATEGORIES = {"cpt": ["text-generation"], "sft": ["text-generation"], "rl": ["text-generation"]}
+
+
+def card_licence(licences: dict[str, int]) -> str:
+    """The card's `license` tag: the one licence every row shares (lowercased SPDX id), else "other"."""
+    known = [k for k in licences if k != "unknown"]
+    return known[0].lower() if len(known) == 1 and len(licences) == 1 else "other"
+
+
+def hf_card(pool: str, summary: dict[str, Any], body: str) -> Any:
+    """A Hugging Face dataset card (YAML front matter + the markdown body), so that
+    `datasets.load_dataset("OUT/<pool>")` finds the parts as the train split."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    n = summary["samples"]
+    size = "n<1K" if n < 1_000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000 else "100K<n<1M"
+    data = DatasetCardData(
+        license=card_licence(summary["samples_per_licence"]),
+        task_categories=TASK_CATEGORIES.get(pool, ["text-generation"]),
+        tags=["world-model", "agent-trajectories", "worldline", f"worldline-{pool}"],
+        pretty_name=f"worldline {pool} pool",
+        size_categories=[size],
+        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": "part-*.parquet"}]}],
+    )
+    return DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 
 def exports_of(out: Path, pool: str) -> list[str]:
@@ -132,7 +195,51 @@ def export_eval(out: Path, cfg: PoolsConfig) -> list[str]:
     report = export_agentworldbench(
         trajs, out / "exports" / "agentworldbench", turns="paper", seed=cfg.eval_export.seed
     )
+    for p in report.files.values():
+        unify_id_types(Path(p))
     return sorted(str(Path(p).relative_to(out)) for p in report.files.values())
+
+
+def llama_factory_dataset_info(out: Path) -> Path:
+    """OUT/exports/dataset_info.json: LLaMA-Factory reads the SFT export (sharegpt layout with OpenAI
+    roles, the system prompt as the first message) and the CPT text with `--dataset_dir OUT/exports`."""
+    info = {
+        "worldline_sft": {
+            "file_name": "sft_messages",
+            "formatting": "sharegpt",
+            "columns": {"messages": "messages"},
+            "tags": {
+                "role_tag": "role",
+                "content_tag": "content",
+                "user_tag": "user",
+                "assistant_tag": "assistant",
+                "system_tag": "system",
+            },
+        },
+        "worldline_cpt": {"file_name": "cpt_text", "columns": {"prompt": "text"}},
+    }
+    path = out / "exports" / "dataset_info.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, info)
+    return path
+
+
+def unify_id_types(path: Path) -> None:
+    """Make every `id` in an AgentWorldBench export one type: ints stay ints when all are ints,
+    otherwise all become strings (mixed types break `datasets` and typed readers)."""
+    kinds = set()
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            kinds.add(type(json.loads(line)["id"]).__name__)
+    if len(kinds) < 2:
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
+        for line in src:
+            sample = json.loads(line)
+            sample["id"] = str(sample["id"])
+            dst.write(json.dumps(sample, ensure_ascii=False) + "\n")
+    tmp.replace(path)
 
 
 def finalize(
@@ -153,6 +260,7 @@ def finalize(
                 "path": str(Path(item).resolve()),
                 "rows": m.rows if m else None,
                 "manifest_sha256": sha256_file(mpath) if mpath.exists() else None,
+                "digest": input_digest(item),
             }
         )
     pools: dict[str, Any] = {}
@@ -171,6 +279,7 @@ def finalize(
         "sft_messages": exports_of(out, "sft"),
         "cpt_text": exports_of(out, "cpt"),
         "agentworldbench": export_eval(out, cfg),
+        "llama_factory_dataset_info": [str(llama_factory_dataset_info(out).relative_to(out))],
     }
     removed_reasons: Counter[str] = Counter()
     for f in pool_parts(out, REMOVED):
@@ -183,6 +292,7 @@ def finalize(
         "schema_version": SCHEMA_VERSION,
         "config_fingerprint": cfg.fingerprint(),
         "config": cfg.to_json(),
+        "tokenizer": tokenizer_record(cfg),
         "inputs": lineage,
         "knowledge": knowledge,
         "evaluation_sets": evals,

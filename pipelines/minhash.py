@@ -21,15 +21,16 @@ _WORD = re.compile(r"\w+")
 _DIGITS = re.compile(r"\d+")
 
 
-def normalise(text: str) -> str:
-    """Unicode-normalised lowercase words with digit runs folded to 0.
+def normalise(text: str, fold_digits: bool = True) -> str:
+    """Unicode-normalised lowercase words, digit runs folded to 0 unless `fold_digits` is False.
 
     Folding digits makes two runs that differ only in timestamps, PIDs or ports identical; dropping
     punctuation and layout makes the same content rendered as markdown or plain text identical.
     """
     text = unicodedata.normalize("NFKC", text).lower()
+    words = " ".join(_WORD.findall(text))
     # Digit runs lie inside words (\d is part of \w), so folding after joining is the same, and cheaper.
-    return _DIGITS.sub("0", " ".join(_WORD.findall(text)))
+    return _DIGITS.sub("0", words) if fold_digits else words
 
 
 def shingles(normalised: str, width: int) -> list[str]:

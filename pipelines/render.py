@@ -1,8 +1,10 @@
 """Rendering trajectories into CPT, SFT and RL pool rows (the one internal form of each pool).
 
-Turns use AgentWorldBench's sample layout (`### Turn N`, `**Action:**` + a fenced block,
-`**Environment Observation:**`, rendered by worldline.agentworldbench), so a model trained on our pools reads AgentWorldBench prompts the
-way it read its training data. System prompts come from the active template set with the
+SFT and RL rows carry the conversation exactly as AgentWorldBench's eval.py sends it: the system
+prompt, one user (action prompt) / assistant (`**Environment Observation:**` + ground truth) pair
+per earlier turn, and the current action prompt as the last user message; the prompts are the
+exporter's own (worldline.agentworldbench), so a model is trained on what it is evaluated on. CPT
+text lays the same turn blocks out as one document. System prompts come from the active template set with the
 trajectory's own tool definitions, demonstrations, initial state and simulation instruction.
 """
 
@@ -18,7 +20,14 @@ from pipelines.lossmask import kept_token_range, loss_mask_category
 from pipelines.minhash import stable_hash
 from prompt_autoresearch.templates import TemplateSet
 from schemas.trajectory import Domain, Trajectory
-from worldline.agentworldbench import render_action_prompt, render_observation
+from worldline.agentworldbench import (
+    AgentWorldBenchSample,
+    inference_messages,
+    render_action_prompt,
+    render_observation,
+    trajectory_to_samples,
+)
+from worldline.chat_template import THINK_CLOSE, THINK_OPEN, count_chat_tokens, message_tokens
 from worldline.rewards.rules import derive_rules
 from worldline.tokenizer import TokenCounter
 
@@ -127,6 +136,7 @@ class Lineage:
     source_id: str
     source_kind: str
     dedup_cluster: str
+    licence: str | None = None
 
 
 def _common(traj: Trajectory, lineage: Lineage, sample_id: str, version: int) -> dict[str, Any]:
@@ -135,6 +145,7 @@ def _common(traj: Trajectory, lineage: Lineage, sample_id: str, version: int) ->
         "trajectory_id": traj.id,
         "source_id": lineage.source_id,
         "source_kind": lineage.source_kind,
+        "licence": traj.source.licence or lineage.licence,
         "domain": traj.domain.value,
         "template_version": version,
         "dedup_cluster": lineage.dedup_cluster,
@@ -154,7 +165,14 @@ def cpt_row(
     s, e, k = kept_char_span(counter, system, lm.system_prompt_share, lm.keep)
     if e > s:
         spans.append(
-            {"start": s, "end": e, "turn_index": 0, "category": "system", "share": lm.system_prompt_share}
+            {
+                "start": s,
+                "end": e,
+                "weight": 1.0,
+                "turn_index": 0,
+                "category": "system",
+                "share": lm.system_prompt_share,
+            }
         )
         loss_tokens += k
     offset = len(system)
@@ -169,6 +187,7 @@ def cpt_row(
                 {
                     "start": offset + s,
                     "end": offset + e,
+                    "weight": 1.0,
                     "turn_index": i + 1,
                     "category": category,
                     "share": share,
@@ -199,12 +218,20 @@ def knowledge_row(doc: dict[str, Any], lineage: Lineage, counter: TokenCounter) 
         "trajectory_id": doc["id"],
         "source_id": lineage.source_id,
         "source_kind": "knowledge",
+        "licence": doc.get("licence") or lineage.licence,
         "domain": "knowledge",
         "template_version": -1,
         "dedup_cluster": lineage.dedup_cluster,
         "text": text,
         "loss_spans": [
-            {"start": 0, "end": len(text), "turn_index": 0, "category": "knowledge", "share": 1.0}
+            {
+                "start": 0,
+                "end": len(text),
+                "weight": 1.0,
+                "turn_index": 0,
+                "category": "knowledge",
+                "share": 1.0,
+            }
         ],
         "turn_categories": [],
         "num_turns": 1,
@@ -214,72 +241,127 @@ def knowledge_row(doc: dict[str, Any], lineage: Lineage, counter: TokenCounter) 
     }
 
 
-def target_text(observation: str, cfg: PoolsConfig) -> str:
+REASONING_KEY = "world_model_reasoning"
+"""Turn metadata key holding a world model's reasoning for this turn (kept by rejection sampling); when
+present, the SFT target opens with it in a <think> block before the prediction block."""
+
+
+def target_text(observation: str, cfg: PoolsConfig, reasoning: str | None = None) -> str:
+    """The SFT answer in the format the evaluator parses: reasoning, then the prediction block."""
     if cfg.sft.target_format == "raw":
         return observation
-    return f"{OBSERVATION_OPEN}\n{observation}\n{OBSERVATION_CLOSE}"
+    block = f"{OBSERVATION_OPEN}\n{observation}\n{OBSERVATION_CLOSE}"
+    return f"{THINK_OPEN}\n{reasoning.strip()}\n{THINK_CLOSE}\n\n{block}" if reasoning else block
+
+
+def eval_samples(traj: Trajectory) -> list[AgentWorldBenchSample]:
+    """One AgentWorldBench sample per turn, exactly as the exporter writes them (same prompt text)."""
+    return trajectory_to_samples(traj)
+
+
+def _char_prefix(counter: TokenCounter, text: str, ids: list[int], k: int) -> str:
+    """The longest prefix of `text` spanned by at most k of its tokens, cut on a character edge."""
+    k, end = _boundary(counter, text, ids, k, -1)
+    return text[:end] if k > 0 else ""
+
+
+def fit_target(
+    counter: TokenCounter, observation: str, reasoning: str | None, budget: int, cfg: PoolsConfig
+) -> tuple[str, int] | None:
+    """The longest target whose final-answer message fits `budget` tokens, as (target, its tokens).
+
+    Reasoning is dropped before the observation is cut; a cut observation keeps its leading tokens
+    and the block keeps its closing tag. None when not even one observation token fits (the sample
+    is skipped rather than trained on an empty target)."""
+    for why in [reasoning, None] if reasoning else [None]:
+        target = target_text(observation, cfg, why)
+        n = message_tokens(counter, "assistant", target, final_answer=True)
+        if n <= budget:
+            return target, n
+    ids = counter.encode(observation)
+    lo, hi, best = 1, len(ids) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        cut = _char_prefix(counter, observation, ids, mid)
+        if not cut:
+            lo = mid + 1
+            continue
+        target = target_text(cut, cfg)
+        n = message_tokens(counter, "assistant", target, final_answer=True)
+        if n <= budget:
+            best, lo = (target, n), mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def sft_rows(
     traj: Trajectory, lineage: Lineage, cfg: PoolsConfig, templates: TemplateSet, counter: TokenCounter
-) -> list[dict[str, Any]]:
-    """One sample per turn: system + turns 1..t-1 + action_t -> observation_t, capped in tokens.
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """One sample per turn, in the conversation shape AgentWorldBench evaluates (system, one user /
+    assistant pair per earlier turn, the current action), answered by the prediction block.
 
-    Over-long samples lose their oldest history turns first (a note says how many); if the system
-    prompt, action and target alone exceed the cap, the target keeps its leading tokens.
+    Caps apply to the chat-template-rendered conversation (`worldline.chat_template`). An over-long
+    sample loses its oldest history pairs first; if system prompt, action and target alone exceed the
+    cap, the target is cut (`fit_target`). Returns (rows, turn indices skipped because not even a
+    one-token target fits).
     """
     cap = cfg.sft.max_tokens
-    blocks = [turn_block(i + 1, traj, i) for i in range(len(traj.turns))]
-    # One count per text, sequentially: the tokenizers' batch calls start a thread pool per call,
-    # which costs more than it saves on a trajectory's handful of turns (benchmarks/pools_bench.py).
-    block_tokens = [counter.count(b) for b in blocks]
+    samples = eval_samples(traj)
+    prompts = [s.prompt[s.turn_idx - 1] for s in samples]
+    responses = [s.response[s.turn_idx - 1] for s in samples]
+    # Every message is closed by special tokens, so a conversation's count is the sum of its messages'.
+    pair_tokens = [
+        message_tokens(counter, "user", p) + message_tokens(counter, "assistant", r)
+        for p, r in zip(prompts, responses, strict=True)
+    ]
     values = system_values(traj)
     systems: dict[int, tuple[str, int]] = {}  # template version -> (system prompt, its tokens)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    skipped: list[int] = []
     for t in range(1, len(traj.turns) + 1):
         version = sft_template_version(cfg, traj.id, t)
         if version not in systems:
             rendered = templates.get(version).render(values)
-            systems[version] = (rendered, counter.count(rendered))
+            systems[version] = (rendered, message_tokens(counter, "system", rendered) if rendered else 0)
         system, system_tokens = systems[version]
         turn = traj.turns[t - 1]
-        current = action_block(t, traj, t - 1)
-        target = target_text(turn.observation.text, cfg)
-        target_tokens = counter.count(target)
-        fixed = system_tokens + counter.count(current) + target_tokens
-        history_tokens = sum(block_tokens[: t - 1])
-        before = fixed + history_tokens
+        reasoning = turn.metadata.get(REASONING_KEY)
+        reasoning = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
+        target = target_text(turn.observation.text, cfg, reasoning)
+        target_tokens = message_tokens(counter, "assistant", target, final_answer=True)
+        fixed = system_tokens + message_tokens(counter, "user", prompts[t - 1])
+        history_tokens = sum(pair_tokens[: t - 1])
+        before = fixed + history_tokens + target_tokens
         dropped = 0
-        while dropped < t - 1 and fixed + history_tokens > cap:
-            history_tokens -= block_tokens[dropped]
+        while dropped < t - 1 and fixed + history_tokens + target_tokens > cap:
+            history_tokens -= pair_tokens[dropped]
             dropped += 1
-        note = f"[turns 1..{dropped} omitted]\n\n" if dropped else ""
-        user = note + "".join(blocks[dropped : t - 1]) + current
         target_truncated = False
-        user_tokens = counter.count(user)
-        total = system_tokens + user_tokens + target_tokens
-        if total > cap:
-            budget = max(0, cap - (total - target_tokens))
-            target = counter.decode(counter.encode(target)[:budget])
+        if fixed + history_tokens + target_tokens > cap:
+            fitted = fit_target(counter, turn.observation.text, reasoning, cap - fixed - history_tokens, cfg)
+            if fitted is None:
+                skipped.append(t)
+                continue
+            target, target_tokens = fitted
             target_truncated = True
-            total = system_tokens + user_tokens + counter.count(target)
+        messages = inference_messages(samples[t - 1], system)
+        head = 1 if system else 0  # the evaluator omits an empty system prompt
+        messages = [*messages[:head], *messages[head + 2 * dropped :]]
+        messages.append({"role": "assistant", "content": target})
         rows.append(
             {
                 **_common(traj, lineage, f"sft:{traj.id}:{t}", version),
                 "turn_index": t,
-                "messages": [
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": user},
-                    {"role": "assistant", "content": target},
-                ],
-                "tokens": total,
+                "messages": messages,
+                "tokens": fixed + history_tokens + target_tokens,
                 "truncated": dropped > 0 or target_truncated,
                 "dropped_history_turns": dropped,
                 "target_truncated": target_truncated,
                 "tokens_before_truncation": before,
             }
         )
-    return rows
+    return rows, skipped
 
 
 def rule_verifier(traj: Trajectory, turn_index: int) -> str:
@@ -332,11 +414,13 @@ def reward_spec(cfg: PoolsConfig, verifier: str) -> dict[str, Any]:
 def rl_row(
     traj: Trajectory, lineage: Lineage, cfg: PoolsConfig, templates: TemplateSet, counter: TokenCounter
 ) -> tuple[dict[str, Any] | None, int]:
-    """Exactly one turn of the trajectory, template v0; None when the prompt exceeds the cap."""
+    """Exactly one turn of the trajectory, template v0, in the evaluator's conversation shape; None
+    when the chat-template-rendered prompt (with the generation prompt) exceeds the cap."""
     t = rl_turn_index(cfg, traj.id, len(traj.turns))
     system = templates.get(cfg.rl.template_version).render(system_values(traj))
-    user = "".join(turn_block(i + 1, traj, i) for i in range(t - 1)) + action_block(t, traj, t - 1)
-    prompt_tokens = counter.count(system) + counter.count(user)
+    (sample,) = trajectory_to_samples(traj, [t])
+    messages = inference_messages(sample, system)
+    prompt_tokens = count_chat_tokens(counter, messages, add_generation_prompt=True)
     if prompt_tokens > cfg.rl.max_prompt_tokens:
         return None, prompt_tokens
     verifier = rule_verifier(traj, t)
@@ -354,7 +438,7 @@ def rl_row(
         **_common(traj, lineage, f"rl:{traj.id}", cfg.rl.template_version),
         "turn_index": t,
         "num_turns": len(traj.turns),
-        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "messages": messages,
         "ground_truth": traj.turns[t - 1].observation.text,
         "prompt_tokens": prompt_tokens,
         "verifier": verifier,

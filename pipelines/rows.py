@@ -16,19 +16,24 @@ MESSAGES_TYPE = pa.list_(pa.field("item", MESSAGE_TYPE, nullable=False))
 
 LOSS_SPAN_TYPE = pa.struct(
     [
-        pa.field("start", pa.int64(), False),  # character offsets into `text`, [start, end)
-        pa.field("end", pa.int64(), False),
+        pa.field("start", pa.int32(), False),  # character offsets into `text`, [start, end)
+        pa.field("end", pa.int32(), False),
+        pa.field("weight", pa.float32(), False),  # loss weight of every token starting inside the span
         pa.field("turn_index", pa.int32(), False),  # 0 = system prompt / document
-        pa.field("category", pa.string(), False),
-        pa.field("share", pa.float64(), False),
+        pa.field("category", pa.string(), False),  # loss-mask category (Table 3) of the turn
+        pa.field("share", pa.float32(), False),  # the category's share of turn tokens (which the span keeps)
     ]
 )
+"""A CPT loss span: characters [start, end) of `text` are in the loss with `weight`; text outside
+every span has weight 0 (context only). `worldline.pools.token_weights` turns spans into per-token
+weights and -100 labels for a tokenizer."""
 
 _COMMON = [
     pa.field("sample_id", pa.string(), False),
     pa.field("trajectory_id", pa.string(), False),
     pa.field("source_id", pa.string(), False),
     pa.field("source_kind", pa.string(), False),
+    pa.field("licence", pa.string(), True),  # the source's licence (SPDX id where known), null if unknown
     pa.field("domain", pa.string(), False),
     pa.field("template_version", pa.int32(), False),  # -1: world-knowledge text, no template
     pa.field("dedup_cluster", pa.string(), False),

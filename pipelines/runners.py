@@ -1,7 +1,13 @@
+# Beam's transforms carry no type annotations.
+# mypy: disable-error-code="no-untyped-call,misc"
 """Which Beam runner a job runs on when the user names none."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineRunner
 
@@ -26,3 +32,71 @@ def local_runner(options: PipelineOptions) -> PipelineRunner:
 def runner_for(options: PipelineOptions) -> PipelineRunner | None:
     """The runner `--runner` names (None lets Beam construct it), else the local FnApiRunner."""
     return None if options.view_as(StandardOptions).runner else local_runner(options)
+
+
+def unknown_beam_options(args: list[str]) -> list[str]:
+    """The arguments no Beam pipeline option (of any runner loaded so far) recognises.
+
+    A runner given as a dotted path (e.g. `apache_beam.runners.dask.dask_runner.DaskRunner`) is
+    imported first, so its own options (`--dask_client_address`) count as known.
+    """
+    import importlib
+
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    runner = PipelineOptions(args).view_as(StandardOptions).runner
+    if runner and "." in runner:
+        try:
+            importlib.import_module(runner.rsplit(".", 1)[0])
+        except ImportError:
+            pass
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    seen: set[str] = set()
+    for cls in PipelineOptions.__subclasses__():
+        if str(cls) not in seen:
+            seen.add(str(cls))
+            cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(args)
+    return [a for a in unknown if a.startswith("-")]
+
+
+def drops_output_tags(options: PipelineOptions) -> bool:
+    """Whether the runner loses the tags of a multi-output ParDo (Beam 2.77's DaskRunner puts every
+    output into one bag), so stages must emit (tag, value) pairs and split them with filters."""
+    runner = options.view_as(StandardOptions).runner or ""
+    return runner.rsplit(".", 1)[-1] == "DaskRunner"
+
+
+class TagPairs(beam.DoFn):
+    """Runs `inner` and emits its outputs as (tag, value) pairs; untagged outputs get tag `main`."""
+
+    def __init__(self, inner: beam.DoFn, main: str) -> None:
+        self.inner = inner
+        self.main = main
+
+    def setup(self) -> None:
+        self.inner.setup()
+
+    def process(self, element, **side):  # type: ignore[no-untyped-def]  # no hints: Beam would check them
+        for out in self.inner.process(element, **side) or ():
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield (out.tag, out.value)
+            else:
+                yield (self.main, out)
+
+
+def _select(pair: tuple[str, Any], tag: str) -> Iterator[Any]:
+    if pair[0] == tag:
+        yield pair[1]
+
+
+def multi_output(
+    pcoll: Any, label: str, dofn: beam.DoFn, tags: list[str], main: str, pairs: bool, **side: Any
+) -> dict[str, Any]:
+    """`pcoll | ParDo(dofn).with_outputs(*tags, main=main)` as {tag: PCollection}; with `pairs`, the
+    same through (tag, value) pairs and one filter per tag (for runners that drop output tags)."""
+    if not pairs:
+        res = pcoll | label >> beam.ParDo(dofn, **side).with_outputs(*tags, main=main)
+        return {t: res[t] for t in tags} | {main: res[main]}
+    both = pcoll | label >> beam.ParDo(TagPairs(dofn, main), **side)
+    return {t: both | f"{label}.{t}" >> beam.FlatMap(_select, t) for t in [*tags, main]}

@@ -95,8 +95,12 @@ def test_pools_follow_the_paper_rules(built) -> None:  # type: ignore[no-untyped
     for samples in by_traj.values():
         assert sorted(s["turn_index"] for s in samples) == list(range(1, len(samples) + 1))
         for s in samples:
-            assert s["messages"][1]["content"].count("### Turn") == s["turn_index"]
-            assert s["messages"][2]["content"].startswith("<predicted_observation>")
+            # AgentWorldBench's shape: system, a user/assistant pair per earlier turn, the action, the answer
+            roles = [m["role"] for m in s["messages"]]
+            assert roles == ["system"] + ["user", "assistant"] * s["turn_index"]
+            assert s["messages"][-2]["content"].startswith(f"### Turn {s['turn_index']}\n")
+            assert all(m["content"].startswith("**Environment Observation:**") for m in s["messages"][2:-2:2])
+            assert s["messages"][-1]["content"].startswith("<predicted_observation>")
     # CPT spans: inside the text, sorted, one category per turn
     for r in cpt:
         ends = 0
@@ -141,6 +145,8 @@ def test_cards_manifest_and_exports(built) -> None:  # type: ignore[no-untyped-d
         card = json.loads((out / pool / "card.json").read_text())
         assert card["filters_removed"]["dropped.undeclared_tool"] == 1
         assert card["inputs"] and (out / pool / "README.md").exists()
+        assert card["tokenizer"]["name"].startswith("qwen") and card["tokenizer"]["chat_template"]
+    assert m["tokenizer"] == card["tokenizer"]
     assert m["exports"]["agentworldbench"]
     for f in m["exports"]["agentworldbench"]:
         for line in (out / f).read_text().splitlines():

@@ -1,6 +1,8 @@
 """worldline: collect, clean and pool agent trajectories for language world models.
 
-Notebook entry points: `open_dataset(path)` gives a lazy polars frame over trajectory shards,
+Notebook entry points: `open_dataset(path)` gives a lazy polars frame over trajectory shards or a
+pool folder (OUT/cpt, OUT/sft, OUT/rl), `token_weights(text, spans, tokenizer)` per-token CPT loss
+weights,
 `get_trajectory(path, id)` one trajectory as the typed model (which renders as HTML in Jupyter), and
 `iter_trajectories(path)` streams them all.
 """
@@ -10,8 +12,8 @@ from schemas import (
     Trajectory,
     get_trajectory,
     iter_trajectories,
-    open_dataset,
 )
+from worldline.pools import open_dataset, token_weights
 
 __version__ = "0.1.0"
 
@@ -22,4 +24,5 @@ __all__ = [
     "get_trajectory",
     "iter_trajectories",
     "open_dataset",
+    "token_weights",
 ]

@@ -1075,3 +1075,20 @@ def import_agentworldbench(
         quarantine.commit()
         report.quarantine_file = str(quarantine.path)
     return report
+
+
+def inference_messages(sample: AgentWorldBenchSample, system: str | None = None) -> list[dict[str, str]]:
+    """The chat messages AgentWorldBench's evaluator sends the world model for `sample`.
+
+    system (`system_str`, or `system` when given; omitted when empty), then one user / assistant pair
+    per earlier turn (the action prompt, the ground-truth response with its marker), then the current
+    turn's action prompt `prompt[turn_idx-1]` as the last user message.
+    """
+    system_text = sample.system_str if system is None else system
+    t = sample.turn_idx - 1
+    messages: list[dict[str, str]] = [{"role": "system", "content": system_text}] if system_text else []
+    for prompt, response in zip(sample.prompt[:t], sample.response[:t], strict=False):
+        messages.append({"role": "user", "content": prompt})
+        messages.append({"role": "assistant", "content": response})
+    messages.append({"role": "user", "content": sample.prompt[t]})
+    return messages

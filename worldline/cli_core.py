@@ -95,7 +95,13 @@ def stats(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON.")] = False,
 ) -> None:
-    """Trajectories, turns and Qwen tokens per domain and source kind (streams; memory stays bounded)."""
+    """Trajectories, turns and Qwen tokens per domain and source kind (streams; memory stays bounded).
+    On a pool folder (OUT/cpt, OUT/sft, OUT/rl): samples, trajectories and the recorded token counts."""
+    from worldline.pools import pool_name
+
+    if pool_name(path) is not None:
+        _pool_stats(path, as_json)
+        return
     from worldline.tokenizer import get_token_counter
 
     counter = get_token_counter(tokenizer) if tokens else None
@@ -176,6 +182,26 @@ def stats(
     if tokens:
         cells.append(f"{total['tokens']:,}")
     table.add_row(*cells)
+    console.print(table)
+
+
+def _pool_stats(path: Path, as_json: bool) -> None:
+    from worldline.pools import pool_stats
+
+    result = pool_stats(path)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"{path}  ({result['pool']} pool; tokens as counted by the build)")
+    for col in ("domain", "source kind", "samples", "trajectories", "tokens"):
+        table.add_column(col, justify="left" if col in ("domain", "source kind") else "right")
+    for e in [
+        *result["by_domain_and_source_kind"],
+        {"domain": "total", "source_kind": "", **result["total"]},
+    ]:
+        table.add_row(
+            e["domain"], e["source_kind"], f"{e['samples']:,}", f"{e['trajectories']:,}", f"{e['tokens']:,}"
+        )
     console.print(table)
 
 

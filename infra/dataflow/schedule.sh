@@ -12,7 +12,10 @@ gcloud scheduler jobs create http worldline-pools-nightly \
   --message-body "{\"launchParameter\": {\"jobName\": \"worldline-pools\", \"containerSpecGcsPath\": \"$BUCKET/templates/pools.json\",
     \"parameters\": {\"in\": \"$BUCKET/trajectories\", \"out\": \"$BUCKET/pools/nightly\", \"eval\": \"$BUCKET/eval\"}}}"
 # Without GCP: the same job on a cron, local multi-process runner:
-#   0 3 * * *  cd /srv/worldline && .venv/bin/worldline pools build --in data/shards --out data/pools \
-#              --direct_num_workers 8 --direct_running_mode multi_processing
+#   0 3 * * *  cd /srv/worldline && .venv/bin/worldline pools build --in data/new-shards --out data/pools \
+#              --incremental -- --direct_num_workers 8 --direct_running_mode multi_processing
 # Flink / Spark portable runners (job server reachable at HOST:8099):
-#   worldline pools build --in ... --out ... --runner PortableRunner --job_endpoint HOST:8099 --environment_type DOCKER
+#   worldline pools build --in ... --out ... -- --runner PortableRunner --job_endpoint HOST:8099 --environment_type DOCKER
+# A Dask cluster (LocalCluster, dask-kubernetes, dask-jobqueue on SLURM/PBS):
+#   worldline pools build --in ... --out ... -- --runner apache_beam.runners.dask.dask_runner.DaskRunner \
+#              --dask_client_address tcp://SCHEDULER:8786

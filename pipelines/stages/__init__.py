@@ -1,0 +1,53 @@
+"""The stages of the pool build, one module each, in the order records flow through them.
+
+    read -> filter -> dedup -> decontaminate -> assign -> render -> write
+
+Every module declares its contract as a `Stage`: the fields it reads, the fields it writes and the
+counters it adds to OUT/_build/stats.json (a `*` stands for a reason code). `pipelines.build`
+composes the stages into one Beam pipeline; read, filter and the per-record halves of dedup and
+decontaminate run fused in one worker pass (`PrepareInput`), the global halves after shuffles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """What one stage consumes and produces, and which counters it may emit."""
+
+    name: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    counters: tuple[str, ...]
+
+    def declares(self, counter: str) -> bool:
+        """Whether `counter` is one of this stage's counters (`prefix.*` matches any reason code)."""
+        for declared in self.counters:
+            if declared.endswith(".*") and counter.startswith(declared[:-1]):
+                return True
+            if declared == counter:
+                return True
+        return False
+
+
+def all_stages() -> list[Stage]:
+    """Every stage's contract, in pipeline order."""
+    from pipelines.stages import assign, decontaminate, dedup, filter, read, render, write
+
+    return [m.STAGE for m in (read, filter, dedup, decontaminate, assign, render, write)]
+
+
+def undeclared_counters(counters: list[str]) -> list[str]:
+    """Counters no stage declares (a stage that counts something must say so in its contract)."""
+    stages = all_stages()
+    return sorted(c for c in counters if not any(s.declares(c) for s in stages))
+
+
+def stage_of(counter: str) -> str:
+    """The name of the stage that declares `counter` ("build" when none does)."""
+    for stage in all_stages():
+        if stage.declares(counter):
+            return stage.name
+    return "build"
