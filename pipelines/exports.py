@@ -55,6 +55,20 @@ VERL_SCHEMA = pa.schema(
                     pa.field("sample_id", pa.string(), False),
                     pa.field("source_kind", pa.string(), False),
                     pa.field("licence", pa.string(), True),
+                    # The conversation without its system prompt: verl hands the reward function
+                    # `extra_info`, not the prompt, and the judge needs the history and the action.
+                    pa.field(
+                        "messages",
+                        pa.list_(
+                            pa.struct(
+                                [
+                                    pa.field("role", pa.string(), False),
+                                    pa.field("content", pa.string(), False),
+                                ]
+                            )
+                        ),
+                        False,
+                    ),
                 ]
             ),
             False,
@@ -90,6 +104,7 @@ def verl_row(r: dict[str, Any], index: int) -> dict[str, Any]:
             "sample_id": r["sample_id"],
             "source_kind": r["source_kind"],
             "licence": r["licence"],
+            "messages": [m for m in r["messages"] if m["role"] != "system"],
         },
     }
 

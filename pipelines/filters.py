@@ -97,24 +97,52 @@ def _title_names(text: str) -> list[str]:
     return names
 
 
+def _screen_names(text: str) -> list[str]:
+    """Every accessible name (quoted) of a screen, and what each line says outside its quotes (roles
+    and bare text)."""
+    names: list[str] = []
+    for line in text.splitlines()[:400]:
+        names.extend(_QUOTED.findall(line))
+        names.append(_QUOTED.sub(" ", line).strip())
+    return names
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _marker_is_the_name(marker: str, name: str, share: float) -> bool:
+    """The marker makes up at least `share` of the name's words ("HTTP Error 503 Service Unavailable"
+    for "503 service unavailable", not "What does 503 Service Unavailable mean?")."""
+    if marker not in name:
+        return False
+    return len(_WORD.findall(marker)) >= share * max(1, len(_WORD.findall(name)))
+
+
 def error_state_marker(text: str, markers: list[str], max_words: int) -> str | None:
     """The failure marker that puts this screen in an error state, or None.
 
-    A marker counts when the screen is an error page, not when a normal page mentions it: the
-    screen is short (at most `max_words` words: a CAPTCHA wall, a 503 page, a missing-state
-    message), or the marker is most (>= 60%) of the page title / a heading / a window or dialog
-    name. A reCAPTCHA notice in the footer of a long page, or an article about HTTP 503, is neither.
+    A marker counts when the screen *is* an error page, not when a page mentions it: the marker is
+    most (>= 60% of the words) of the page title / a heading / a window or dialog name, or, on a short
+    screen (at most `max_words` words: a CAPTCHA wall, a 503 page, a missing-state message), a short
+    statement (at most five words, not a question) such as "Please complete the captcha". A reCAPTCHA
+    notice in a footer, or an article or a question about HTTP 503, is neither.
     """
     lowered = text.lower()
     found = [m for m in (mk.lower() for mk in markers) if m in lowered]
     if not found:
         return None
-    if len(lowered.split()) <= max_words:
-        return found[0]
     for name in _title_names(lowered):
         for marker in found:
-            if marker in name and len(marker) >= 0.6 * len(name.strip(" .!?:|-")):
+            if _marker_is_the_name(marker, name, 0.6):
                 return marker
+    if len(lowered.split()) <= max_words:
+        for name in _screen_names(lowered):
+            stripped = name.strip()
+            if stripped.endswith("?") or len(_WORD.findall(stripped)) > 5:
+                continue
+            for marker in found:
+                if marker in stripped:
+                    return marker
     return None
 
 

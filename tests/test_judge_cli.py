@@ -233,7 +233,7 @@ def test_rejection_sampling_reads_pool_parts(tmp_path: Path) -> None:
 
     cfg = PoolsConfig.load(None)
     traj = terminal("t-sft", "g", SourceKind.INHOUSE, 5, turns=3)
-    rows = sft_rows(
+    rows, _ = sft_rows(
         traj,
         Lineage("g", "inhouse", "c"),
         cfg,
@@ -245,7 +245,9 @@ def test_rejection_sampling_reads_pool_parts(tmp_path: Path) -> None:
     queries = list(read_queries(tmp_path))
     assert [q.key for q in queries] == [r["sample_id"] for r in rows]
     assert [q.ground_truth for q in queries] == [t.observation.text for t in traj.turns]
-    assert all([m["role"] for m in q.messages] == ["system", "user"] for q in queries)
+    for q in queries:  # the evaluator's conversation up to the current action, without the target
+        turn = int(q.row["turn_index"])
+        assert [m["role"] for m in q.messages] == ["system"] + ["user", "assistant"] * (turn - 1) + ["user"]
     assert queries[0].domain == "terminal" and queries[2].row["turn_index"] == 3
 
 

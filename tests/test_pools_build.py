@@ -30,9 +30,9 @@ QWEN_CHAT_TEMPLATE = (
 )
 
 
-def build(root: Path, out: Path, beam_args: list[str]) -> dict:  # type: ignore[type-arg]
+def build(root: Path, out: Path, beam_args: list[str], config: str = CONFIG) -> dict:  # type: ignore[type-arg]
     fx = build_fixture(root)
-    (root / "pools.yaml").write_text(CONFIG)
+    (root / "pools.yaml").write_text(config)
     cfg = PoolsConfig.load(root / "pools.yaml")
     ins = [str(p) for p in fx["inputs"]]  # type: ignore[attr-defined]
     know, ev = [str(fx["knowledge"])], [str(fx["eval"])]
@@ -122,8 +122,17 @@ def source_group_of(pool: str, row: dict) -> str:  # type: ignore[type-arg]
     return str(row["source_id"])
 
 
-def test_every_source_group_lands_in_exactly_one_pool(built) -> None:  # type: ignore[no-untyped-def]
-    out, _ = built
+@pytest.fixture(scope="module")
+def built_by_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture's records carry no explicit group: grouping by source name makes groups of several
+    trajectories (the default, one group per task, makes single-trajectory groups here)."""
+    root = tmp_path_factory.mktemp("pools-by-source")
+    build(root, root / "out", [], CONFIG + "  group_by: source\n")
+    return root / "out"
+
+
+def test_every_source_group_lands_in_exactly_one_pool(built_by_source: Path) -> None:
+    out = built_by_source
     pools_of: dict[str, set[str]] = {}
     members: dict[str, set[str]] = {}
     for pool in ("cpt", "sft", "rl", "eval"):

@@ -119,10 +119,6 @@ def test_gui_failure_markers_outside_gui_observations_do_not_fire() -> None:
     assert_untouched(page)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 10 (item 8): markers match anywhere in any observation, not only on error pages",
-)
 @pytest.mark.parametrize(
     "page",
     [
@@ -194,7 +190,6 @@ def test_rejected_pairs_are_skipped_but_real_errors_are_kept() -> None:
     assert_untouched(tool_error)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 (item 8): retry-cycle skipping without a retry after it")
 def test_a_rejection_not_followed_by_a_retry_is_kept() -> None:
     traj = terminal("t8", "g", SourceKind.INFRA, 8)
     traj.turns.append(

@@ -222,18 +222,23 @@ def test_async_function_for_the_reward_loop(reward: ModuleType, exported: list[d
     assert [r["score"] for r in asyncio.run(main())] == pytest.approx([25.0, 25.0, 25.0])
 
 
-def test_history_reaches_the_judge_when_extra_info_carries_the_prompt(
+def test_history_reaches_the_judge_from_the_exported_extra_info(
     reward: ModuleType, exported: list[dict[str, Any]], fake_llm: FakeLLMServer
 ) -> None:
-    term = exported[0]
-    info = {**term["extra_info"], "prompt": tuple(term["prompt"])}  # loaders differ in sequence types
-    call(reward, term, rollout("x"))
-    call(reward, {**term, "extra_info": info}, rollout("y"))
-    without, with_prompt = (r.messages[1]["content"] for r in fake_llm.requests)
+    term = max(exported, key=lambda r: r["extra_info"]["turn_index"])
     turn = term["extra_info"]["turn_index"]
-    assert f"# Current Turn:\n\n### Turn {turn}" in with_prompt
-    if turn > 1:
-        assert "# Context (Historical Interactions):" in with_prompt
+    assert turn > 1, "the export fixture needs a row with history"
+    bare = {k: v for k, v in term["extra_info"].items() if k != "messages"}
+    as_prompt = {**bare, "prompt": tuple(term["prompt"])}  # loaders differ in sequence types
+    call(reward, term, rollout("x"))
+    call(reward, {**term, "extra_info": as_prompt}, rollout("y"))
+    call(reward, {**term, "extra_info": bare}, rollout("z"))
+    exported_row, with_prompt, without = (r.messages[1]["content"] for r in fake_llm.requests)
+    for judged in (exported_row, with_prompt):
+        assert f"# Current Turn:\n\n### Turn {turn}" in judged
+        assert "# Context (Historical Interactions):" in judged
+    # The export carries exactly the conversation verl trains on (the rollouts differ).
+    assert exported_row.split("**World Model Output")[0] == with_prompt.split("**World Model Output")[0]
     assert "# Context" not in without
 
 

@@ -1,8 +1,8 @@
 """What the judge scores: one turn's history, current action, ground truth and a world model's output.
 
 Builders read the shapes predictions arrive in: AgentWorldBench samples (and `eval.py infer` lines,
-which are samples plus `gen`), and chat rows of our pools (system + user prompt, as the RL export
-writes them), whose user message is split back into history turns and the current action.
+which are samples plus `gen`), and chat rows of our pools (the evaluator's conversation shape, as
+the RL export writes them, or one user message holding every turn).
 """
 
 from __future__ import annotations
@@ -102,13 +102,33 @@ def from_chat(
     sample_id: str,
     meta: Mapping[str, Any] | None = None,
 ) -> JudgeSample:
-    """A judge sample from chat messages (system, user[, assistant]) of a pool row or RL prompt."""
-    user = ""
-    for message in messages:
+    """A judge sample from the chat messages of a pool row or RL prompt.
+
+    The evaluator's shape (system, then one user/assistant pair per earlier turn, then the current
+    action as the last user message) gives the history pairs directly; a single user message holding
+    `### Turn N` blocks is split into them. A trailing assistant message (an SFT target) is ignored."""
+    turns = [m for m in messages if m.get("role") in ("user", "assistant")]
+    while turns and turns[-1].get("role") == "assistant":
+        turns = turns[:-1]
+    if not turns:
+        return JudgeSample(sample_id, domain, (), "", ground_truth, output, dict(meta or {}))
+    current = str(turns[-1].get("content") or "")
+    earlier = turns[:-1]
+    if not earlier:
+        history, current = split_user_prompt(current)
+        return JudgeSample(sample_id, domain, history, current, ground_truth, output, dict(meta or {}))
+    pairs: list[tuple[str, str]] = []
+    for message in earlier:
+        content = str(message.get("content") or "")
         if message.get("role") == "user":
-            user = str(message.get("content") or "")
-    history, current = split_user_prompt(user)
-    return JudgeSample(sample_id, domain, history, current, ground_truth, output, dict(meta or {}))
+            pairs.append((content.strip(), ""))
+        elif pairs and not pairs[-1][1]:
+            pairs[-1] = (pairs[-1][0], content.strip())
+        else:  # an assistant message without its action prompt
+            pairs.append(("", content.strip()))
+    return JudgeSample(
+        sample_id, domain, tuple(pairs), current.strip(), ground_truth, output, dict(meta or {})
+    )
 
 
 def from_prediction_record(
