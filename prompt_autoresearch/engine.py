@@ -1,0 +1,757 @@
+"""The autoresearch loop: per run, evolve one template against the judge, honest about judge noise.
+
+Per run (runs execute concurrently, at most `parallel_runs` at once; LLM calls are bounded by the
+clients' concurrency):
+
+1. Seed: the run's style directive and its seed template. The seed is scored twice on the run's eval
+   turns (world model and judge sampled independently: distinct `sample_index`); the two scorings
+   give the run's noise floor and the incumbent's score is their mean.
+2. Each iteration the optimizer sees sampled trajectories, the incumbent template, its scores and its
+   worst predictions, and proposes a revised template. A candidate that drops or invents a template
+   variable is rejected (status crash, with the reason). Otherwise the world model predicts the eval
+   turns with it, prompted exactly as AgentWorldBench's eval.py prompts, and the shared judge scores
+   them. The candidate is kept only if it beats the incumbent by more than the noise floor.
+3. A winner (an incumbent other than the seed) is scored again, with the seed, on the disjoint recheck
+   split; it becomes the run's result only if it still beats the seed there by more than the noise
+   floor, otherwise the seed stays the result.
+
+State is one JSON file written atomically after every candidate; every LLM request is a pure function
+of that state, so a resumed run sends the same requests and the response cache answers those already
+made: zero repeated calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from prompt_autoresearch.data import WORLD_MODEL_MAX_TOKENS, WORLD_MODEL_TEMPERATURE, EvalData, EvalItem
+from prompt_autoresearch.ledger import write_ledger
+from prompt_autoresearch.optimizer import (
+    OPTIMIZER_MAX_TOKENS,
+    OPTIMIZER_TEMPERATURE,
+    optimizer_messages,
+    parse_proposal,
+)
+from prompt_autoresearch.styles import StyleDirective, style_for_run
+from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, Template, load_template_set
+from schemas.shards import atomic_write_bytes, atomic_write_json
+from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult
+from worldline.llm import BudgetExceeded, ChatRequest, ChatResult, LLMCallFailed, LLMClient, Role
+
+STATE_FILE = "state.json"
+STATE_VERSION = 1
+CACHE_FILE = "llm-cache.sqlite"
+Event = Callable[[str, int, Mapping[str, Any]], None]
+
+
+class StateMismatch(ValueError):
+    """RUNDIR holds a state started with different settings; resuming would mix two experiments."""
+
+
+@dataclass(frozen=True)
+class AutoresearchConfig:
+    """What defines an autoresearch experiment (stored in the state; a resume must match it)."""
+
+    domain: str
+    data: tuple[str, ...]
+    runs: int = 12
+    iterations: int = 10
+    eval_size: int = 8
+    recheck_size: int = 8
+    seed: int = 0
+    examples: int = 3
+    worst: int = 3
+    judge_attempts: int = 3
+    models: Mapping[str, str] = field(default_factory=dict)
+    seed_templates: str = str(SEED_TEMPLATES_DIR)
+
+    def __post_init__(self) -> None:
+        for name in ("runs", "iterations", "eval_size", "recheck_size", "judge_attempts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+
+    def fingerprint(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["data"] = list(self.data)
+        record["models"] = dict(sorted(self.models.items()))
+        return record
+
+
+@dataclass
+class RoleClients:
+    """The LLM client serving each role (one client when all roles share an endpoint)."""
+
+    optimizer: LLMClient
+    world_model: LLMClient
+    judge: LLMClient
+
+    def distinct(self) -> list[LLMClient]:
+        seen: list[LLMClient] = []
+        for client in (self.optimizer, self.world_model, self.judge):
+            if all(client is not other for other in seen):
+                seen.append(client)
+        return seen
+
+
+@dataclass
+class Meter:
+    """Calls, tokens and cost one candidate needed, counted the same whether a call was sent or
+    answered from the cache, so a resumed candidate's ledger row equals an uninterrupted one's."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, result: ChatResult, client: LLMClient) -> None:
+        self.calls += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.cost_usd += client.config.price_for(result.model).cost(
+            result.prompt_tokens, result.completion_tokens
+        )
+
+
+class _MeteredClient:
+    """What the shared Judge needs of a client (`run`, `config`), recording every result in a Meter."""
+
+    def __init__(self, client: LLMClient, meter: Meter, replica: int, attempts: int) -> None:
+        self.client, self.meter, self.replica, self.attempts = client, meter, replica, attempts
+        self.config = client.config
+
+    async def run(self, request: ChatRequest) -> ChatResult:
+        # A second scoring of the same prediction is an independent judge sample: its attempts get
+        # their own sample indices (and cache entries) after the first scoring's.
+        request = replace(request, sample_index=request.sample_index + self.replica * self.attempts)
+        result = await self.client.run(request)
+        self.meter.add(result, self.client)
+        return result
+
+
+@dataclass
+class Evaluation:
+    """A template's scores on a list of eval turns."""
+
+    score: float | None
+    dimensions: dict[str, float | None]
+    valid: int
+    failed: int
+    parse_failures: int
+    samples: int
+    item_scores: list[float | None]
+    worst: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def template_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _item_score(result: JudgeResult) -> float | None:
+    """0..100 for a judged turn, 0 when the world model gave no prediction block, None when the judge
+    failed (not the template's fault: excluded from the mean and counted)."""
+    if result.normalised is not None:
+        return float(result.normalised)
+    if result.failure.startswith("no_prediction"):
+        return 0.0
+    return None
+
+
+def summarise(items: Sequence[EvalItem], results: Sequence[JudgeResult], worst_k: int) -> Evaluation:
+    scores = [_item_score(r) for r in results]
+    judged = [s for s in scores if s is not None]
+    valid = [r for r in results if r.scores is not None]
+    dims: dict[str, float | None] = {
+        d: (statistics.fmean(r.scores[d] for r in valid if r.scores) if valid else None) for d in DIMENSIONS
+    }
+    order = sorted(
+        (i for i, s in enumerate(scores) if s is not None), key=lambda i: (cast(float, scores[i]), i)
+    )
+    worst = []
+    for i in order[:worst_k]:
+        item, result = items[i], results[i]
+        turn = item.trajectory.turns[item.turn - 1]
+        worst.append(
+            {
+                "item": item.key,
+                "score": scores[i],
+                "action": turn.action.text,
+                "truth": turn.observation.text,
+                "prediction": result.prediction or "",
+                "weaknesses": list(result.weaknesses),
+                "failure": result.failure,
+            }
+        )
+    return Evaluation(
+        score=statistics.fmean(judged) if judged else None,
+        dimensions=dims,
+        valid=len(valid),
+        failed=len(results) - len(valid),
+        parse_failures=sum(1 for r in results if r.parse_failed),
+        samples=len(results),
+        item_scores=scores,
+        worst=worst,
+    )
+
+
+def noise_floor(first: Evaluation, second: Evaluation) -> float:
+    """How far two scorings of the same template can differ by chance: the larger of the observed
+    difference of the two means and the standard error of the paired per-turn differences."""
+    if first.score is None or second.score is None:
+        return 0.0
+    observed = abs(first.score - second.score)
+    diffs = [
+        a - b
+        for a, b in zip(first.item_scores, second.item_scores, strict=True)
+        if a is not None and b is not None
+    ]
+    spread = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) >= 2 else 0.0
+    return max(observed, spread)
+
+
+# --------------------------------------------------------------------------------------------------
+# Plan and estimate
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Calls and tokens the remaining work needs (one judge attempt per turn; retries come on top)."""
+
+    calls: int
+    tokens: int
+    calls_per_proposal: int
+    tokens_per_proposal: int
+    fixed_calls_per_run: int
+    runs_left: int
+    proposals_left: int
+
+    def affordable_proposals_per_run(self, calls_left: int | None, tokens_left: int | None) -> float | None:
+        """Proposals per run the budget pays for after the fixed costs (seed scoring, recheck)."""
+        bounds = []
+        if self.runs_left == 0:
+            return None
+        if calls_left is not None:
+            bounds.append(
+                (calls_left / self.runs_left - self.fixed_calls_per_run) / max(self.calls_per_proposal, 1)
+            )
+        if tokens_left is not None and self.tokens_per_proposal:
+            fixed_tokens = self.fixed_calls_per_run * (self.tokens_per_proposal / self.calls_per_proposal)
+            bounds.append((tokens_left / self.runs_left - fixed_tokens) / self.tokens_per_proposal)
+        return max(min(bounds), 0.0) if bounds else None
+
+
+# --------------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------------
+
+
+def load_state(rundir: Path) -> dict[str, Any] | None:
+    path = rundir / STATE_FILE
+    if not path.is_file():
+        return None
+    state = json.loads(path.read_text("utf-8"))
+    if state.get("version") != STATE_VERSION:
+        raise StateMismatch(f"{path}: state version {state.get('version')} is not {STATE_VERSION}")
+    return cast(dict[str, Any], state)
+
+
+def new_state(config: AutoresearchConfig) -> dict[str, Any]:
+    return {
+        "version": STATE_VERSION,
+        "config": config.fingerprint(),
+        "usage": {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0},
+        "stopped": None,
+        "runs": {},
+        "approvals": {},
+    }
+
+
+def check_resume(state: Mapping[str, Any], config: AutoresearchConfig, rundir: Path) -> None:
+    stored, wanted = state["config"], config.fingerprint()
+    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    if differ:
+        details = "; ".join(f"{k}: stored {stored.get(k)!r}, now {wanted.get(k)!r}" for k in differ)
+        raise StateMismatch(
+            f"{rundir} was started with other settings ({details}); rerun with the stored settings to "
+            f"resume, or pass a new --out for a new experiment"
+        )
+
+
+def save_state(rundir: Path, state: Mapping[str, Any]) -> None:
+    atomic_write_json(rundir / STATE_FILE, state)
+
+
+def all_rows(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [row for run in state["runs"].values() for row in run["candidates"]]
+
+
+# --------------------------------------------------------------------------------------------------
+# The engine
+# --------------------------------------------------------------------------------------------------
+
+
+class Autoresearch:
+    """One experiment in RUNDIR: loads or creates the state, runs what is left, writes ledger and state."""
+
+    def __init__(
+        self,
+        rundir: Path,
+        config: AutoresearchConfig,
+        clients: RoleClients,
+        *,
+        parallel_runs: int = 4,
+        on_event: Event | None = None,
+        judge_config: JudgeConfig | None = None,
+    ) -> None:
+        self.rundir = rundir
+        self.config = config
+        self.clients = clients
+        self.parallel_runs = max(parallel_runs, 1)
+        self.on_event = on_event or (lambda kind, run, data: None)
+        self.judge_config = judge_config or JudgeConfig(attempts=config.judge_attempts)
+        rundir.mkdir(parents=True, exist_ok=True)
+        existing = load_state(rundir)
+        if existing is not None:
+            check_resume(existing, config, rundir)
+        self.state: dict[str, Any] = existing if existing is not None else new_state(config)
+        self.session_start_usage = dict(self.state["usage"])
+        self.data = EvalData.load([Path(p) for p in config.data], config.domain, config.seed)
+        self.seed_set = load_template_set(config.seed_templates)
+        self._items: dict[tuple[int, str], list[EvalItem]] = {}
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+    def run_state(self, run: int) -> dict[str, Any]:
+        runs = self.state["runs"]
+        key = str(run)
+        if key not in runs:
+            style = style_for_run(run)
+            runs[key] = {
+                "style": style.name,
+                "band": [style.min_lines, style.max_lines],
+                "status": "pending",
+                "seed": None,
+                "incumbent": None,
+                "candidates": [],
+                "iterations_done": 0,
+                "recheck": None,
+                "result": None,
+            }
+        return cast(dict[str, Any], runs[key])
+
+    def items(self, run: int, split: str) -> list[EvalItem]:
+        key = (run, split)
+        if key not in self._items:
+            size = self.config.eval_size if split == "eval" else self.config.recheck_size
+            self._items[key] = self.data.eval_items(split, size, self.config.seed, run)
+        return self._items[key]
+
+    def apply_budget(self, ledger: Any, max_calls: int | None, max_tokens: int | None) -> None:
+        """Set the shared ledger's limits to what the budget leaves after earlier sessions' calls."""
+        used = self.state["usage"]
+        ledger.max_calls = None if max_calls is None else max(max_calls - int(used["calls"]), 0)
+        ledger.max_total_tokens = (
+            None
+            if max_tokens is None
+            else max(max_tokens - int(used["prompt_tokens"]) - int(used["completion_tokens"]), 0)
+        )
+        self.state["budget"] = {"max_calls": max_calls, "max_tokens": max_tokens}
+
+    def session_usage(self) -> dict[str, Any]:
+        """Calls really sent (cache hits apart) by all clients in this session."""
+        totals = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+        for client in self.clients.distinct():
+            snap = client.usage["totals"]
+            for name in totals:
+                totals[name] += snap[name]
+        return totals
+
+    def checkpoint(self) -> None:
+        usage = self.session_usage()
+        self.state["usage"] = {name: self.session_start_usage.get(name, 0) + usage[name] for name in usage}
+        save_state(self.rundir, self.state)
+        write_ledger(self.rundir, all_rows(self.state))
+
+    def template_path(self, run: int, iteration: int, text: str) -> str:
+        rel = Path("templates") / f"run-{run:02d}" / f"it-{iteration:02d}-{template_hash(text)[:8]}.md"
+        atomic_write_bytes(self.rundir / rel, text.encode("utf-8"))
+        return str(rel)
+
+    # -- estimate ----------------------------------------------------------------------------------
+    def estimate(self) -> Estimate:
+        n, r, it = self.config.eval_size, self.config.recheck_size, self.config.iterations
+        per_proposal_calls = 1 + 2 * n
+        seed_calls, recheck_calls = 4 * n, 4 * r
+        calls = tokens = proposals = runs_left = 0
+        tokens_per_call_sum = 0.0
+        for run in range(self.config.runs):
+            rs = self.state["runs"].get(str(run))
+            if rs is not None and rs["status"] == "done":
+                continue
+            runs_left += 1
+            style = style_for_run(run)
+            wm, judge, opt = self._token_guess(run, style)
+            done = rs["iterations_done"] if rs else 0
+            seeded = bool(rs and rs.get("seed"))
+            left = it - done
+            proposals += left
+            calls += (0 if seeded else seed_calls) + left * per_proposal_calls + recheck_calls
+            tokens += int(
+                (0 if seeded else 2 * n * (wm + judge))
+                + left * (opt + n * (wm + judge))
+                + 2 * r * (wm + judge)
+            )
+            tokens_per_call_sum += (opt + n * (wm + judge)) / per_proposal_calls
+        per_call = tokens_per_call_sum / runs_left if runs_left else 0.0
+        return Estimate(
+            calls=calls,
+            tokens=tokens,
+            calls_per_proposal=per_proposal_calls,
+            tokens_per_proposal=int(per_call * per_proposal_calls),
+            fixed_calls_per_run=seed_calls + recheck_calls,
+            runs_left=runs_left,
+            proposals_left=proposals,
+        )
+
+    def _token_guess(self, run: int, style: StyleDirective) -> tuple[float, float, float]:
+        """Tokens of one world-model, judge and optimizer call for this run, from the real messages of
+        the seed template, with the template grown to the middle of the run's length band."""
+        seed = self.seed_set.get(style.seed_version)
+        items = self.items(run, "eval")
+        seed_lines = seed.text.count("\n") + 1
+        chars_per_line = len(seed.text) / seed_lines
+        grow = max((style.min_lines + style.max_lines) / 2 - seed_lines, 0) * chars_per_line
+        wm_prompt = statistics.fmean(len(json.dumps(i.messages(seed))) for i in items) + grow
+        truth = statistics.fmean(len(i.trajectory.turns[i.turn - 1].observation.text) for i in items)
+        wm = (wm_prompt + 2 * truth + 200) / 4
+        judge = (wm_prompt - len(seed.text) - grow + 4 * truth + 6000) / 4
+        opt = (len(seed.text) + grow) * 2 / 4 + 2500
+        return wm, judge, opt
+
+    # -- LLM steps ---------------------------------------------------------------------------------
+    async def evaluate(
+        self, template: Template, items: Sequence[EvalItem], replica: int, meter: Meter
+    ) -> Evaluation:
+        """World-model predictions for `items` with `template`, judged; replica r is an independent
+        sample (its own sample indices) of the same evaluation."""
+        judge = Judge(
+            cast(
+                LLMClient,
+                _MeteredClient(self.clients.judge, meter, replica, self.judge_config.attempts),
+            ),
+            self.judge_config,
+        )
+
+        async def one(item: EvalItem) -> JudgeResult:
+            request = ChatRequest(
+                role=Role.WORLD_MODEL,
+                messages=item.messages(template),
+                temperature=WORLD_MODEL_TEMPERATURE,
+                max_tokens=WORLD_MODEL_MAX_TOKENS,
+                sample_index=replica,
+            )
+            result = await self.clients.world_model.run(request)
+            meter.add(result, self.clients.world_model)
+            return await judge.judge(item.judge_sample(template, result.text))
+
+        outcomes = await asyncio.gather(*(one(item) for item in items), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return summarise(items, cast(list[JudgeResult], outcomes), self.config.worst)
+
+    async def propose(self, run: int, rs: dict[str, Any], iteration: int, meter: Meter) -> str:
+        style = style_for_run(run)
+        incumbent = self._candidate(rs, rs["incumbent"])
+        history = [
+            {k: c[k] for k in ("iteration", "status", "reason", "score", "description")}
+            | {"score": c["score"] or 0.0}
+            for c in rs["candidates"]
+            if c["iteration"] > 0
+        ]
+        messages = optimizer_messages(
+            domain=self.data.domain,
+            style=style,
+            template=incumbent["text"],
+            scores={
+                "score": rs["incumbent_score"],
+                "noise_floor": rs["noise_floor"],
+                "dimensions": incumbent["dimensions"],
+                "failed": incumbent["failed"],
+                "samples": incumbent["valid"] + incumbent["failed"],
+            },
+            worst=incumbent["worst"],
+            examples=self.data.optimizer_examples(self.config.examples, self.config.seed, run, iteration),
+            history=history,
+        )
+        result = await self.clients.optimizer.run(
+            ChatRequest(
+                role=Role.OPTIMIZER,
+                messages=messages,
+                temperature=OPTIMIZER_TEMPERATURE,
+                max_tokens=OPTIMIZER_MAX_TOKENS,
+            )
+        )
+        meter.add(result, self.clients.optimizer)
+        return result.text
+
+    # -- rows --------------------------------------------------------------------------------------
+    @staticmethod
+    def _candidate(rs: Mapping[str, Any], candidate_id: str) -> dict[str, Any]:
+        for c in rs["candidates"]:
+            if c["candidate_id"] == candidate_id:
+                return cast(dict[str, Any], c)
+        raise KeyError(candidate_id)
+
+    def _row(
+        self,
+        run: int,
+        iteration: int,
+        parent: str | None,
+        text: str,
+        evaluation: Evaluation | None,
+        meter: Meter,
+        status: str,
+        reason: str,
+        description: str,
+        rs: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        from worldline.tokenizer import get_token_counter
+
+        dims = evaluation.dimensions if evaluation else {}
+        return {
+            "run": run,
+            "iteration": iteration,
+            "candidate_id": f"r{run:02d}i{iteration:02d}",
+            "parent": parent,
+            "style": rs["style"],
+            "template_hash": template_hash(text),
+            "template_path": self.template_path(run, iteration, text) if text.strip() else None,
+            "lines": text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0,
+            "tokens": get_token_counter().count(text) if text else 0,
+            "score": evaluation.score if evaluation else None,
+            **{d: dims.get(d) for d in DIMENSIONS},
+            "dimensions": dims,
+            "valid": evaluation.valid if evaluation else 0,
+            "failed": evaluation.failed if evaluation else 0,
+            "parse_failures": evaluation.parse_failures if evaluation else 0,
+            "incumbent_score": rs.get("incumbent_score"),
+            "noise_floor": rs.get("noise_floor"),
+            "calls": meter.calls,
+            "prompt_tokens": meter.prompt_tokens,
+            "completion_tokens": meter.completion_tokens,
+            "cost_usd": meter.cost_usd,
+            "status": status,
+            "reason": reason,
+            "description": description,
+            "worst": evaluation.worst if evaluation else [],
+            "text": text,
+        }
+
+    # -- one run -----------------------------------------------------------------------------------
+    async def seed_run(self, run: int, rs: dict[str, Any]) -> None:
+        style = style_for_run(run)
+        seed = self.seed_set.get(style.seed_version)
+        text = seed.text if seed.text.endswith("\n") else seed.text + "\n"
+        template = Template(-1, style.name, text, "")
+        items = self.items(run, "eval")
+        meter = Meter()
+        first, second = await asyncio.gather(
+            self.evaluate(template, items, 0, meter), self.evaluate(template, items, 1, meter)
+        )
+        floor = noise_floor(first, second)
+        scores = [s.score for s in (first, second) if s.score is not None]
+        rs["noise_floor"] = floor
+        rs["incumbent_score"] = statistics.fmean(scores) if scores else None
+        rs["seed_scores"] = [first.score, second.score]
+        row = self._row(
+            run, 0, None, text, first, meter, "keep", f"seed template v{style.seed_version}", style.name, rs
+        )
+        if first.score is not None and second.score is not None:
+            row["score"] = rs["incumbent_score"]
+        rs["candidates"].append(row)
+        rs["seed"] = row["candidate_id"]
+        rs["incumbent"] = row["candidate_id"]
+        rs["status"] = "running"
+        self.checkpoint()
+        self.on_event("seed", run, {"score": rs["incumbent_score"], "noise_floor": floor})
+
+    async def iterate(self, run: int, rs: dict[str, Any], iteration: int) -> None:
+        meter = Meter()
+        incumbent_id = rs["incumbent"]
+        try:
+            answer = await self.propose(run, rs, iteration, meter)
+        except LLMCallFailed as error:
+            row = self._row(
+                run,
+                iteration,
+                incumbent_id,
+                "",
+                None,
+                meter,
+                "crash",
+                f"optimizer call failed: {error}",
+                "",
+                rs,
+            )
+            self._finish_iteration(run, rs, row)
+            return
+        proposal = parse_proposal(answer)
+        if not proposal.ok:
+            row = self._row(
+                run,
+                iteration,
+                incumbent_id,
+                proposal.text,
+                None,
+                meter,
+                "crash",
+                proposal.rejection,
+                proposal.description,
+                rs,
+            )
+            self._finish_iteration(run, rs, row)
+            return
+        template = Template(-1, rs["style"], proposal.text, "")
+        try:
+            evaluation = await self.evaluate(template, self.items(run, "eval"), 0, meter)
+        except LLMCallFailed as error:
+            row = self._row(
+                run,
+                iteration,
+                incumbent_id,
+                proposal.text,
+                None,
+                meter,
+                "crash",
+                f"world model or judge call failed: {error}",
+                proposal.description,
+                rs,
+            )
+            self._finish_iteration(run, rs, row)
+            return
+        incumbent_score, floor = rs["incumbent_score"], rs["noise_floor"]
+        if evaluation.score is None:
+            status, reason = "discard", "no turn could be judged"
+        elif incumbent_score is None:
+            status, reason = "keep", "the incumbent has no score"
+        else:
+            delta = evaluation.score - incumbent_score
+            if delta > floor:
+                status, reason = "keep", f"beats the incumbent by {delta:+.2f} > noise floor {floor:.2f}"
+            elif delta > 0:
+                status, reason = "discard", f"inside the noise floor: {delta:+.2f} <= {floor:.2f}"
+            else:
+                status, reason = "discard", f"not better than the incumbent: {delta:+.2f}"
+        row = self._row(
+            run,
+            iteration,
+            incumbent_id,
+            proposal.text,
+            evaluation,
+            meter,
+            status,
+            reason,
+            proposal.description,
+            rs,
+        )
+        if status == "keep":
+            rs["incumbent"] = row["candidate_id"]
+            rs["incumbent_score"] = evaluation.score
+        self._finish_iteration(run, rs, row)
+
+    def _finish_iteration(self, run: int, rs: dict[str, Any], row: dict[str, Any]) -> None:
+        rs["candidates"].append(row)
+        rs["iterations_done"] = row["iteration"]
+        self.checkpoint()
+        self.on_event(
+            "candidate",
+            run,
+            {
+                "iteration": row["iteration"],
+                "status": row["status"],
+                "score": row["score"],
+                "best": rs["incumbent_score"],
+            },
+        )
+
+    async def recheck(self, run: int, rs: dict[str, Any]) -> None:
+        if rs["incumbent"] == rs["seed"]:
+            rs["recheck"] = {"winner": rs["seed"], "accepted": True, "reason": "no candidate beat the seed"}
+            rs["result"] = rs["seed"]
+        else:
+            meter = Meter()
+            items = self.items(run, "recheck")
+            winner, seed = self._candidate(rs, rs["incumbent"]), self._candidate(rs, rs["seed"])
+            w_eval, s_eval = await asyncio.gather(
+                self.evaluate(Template(-1, rs["style"], winner["text"], ""), items, 0, meter),
+                self.evaluate(Template(-1, rs["style"], seed["text"], ""), items, 0, meter),
+            )
+            floor = rs["noise_floor"]
+            delta = (w_eval.score or 0.0) - (s_eval.score or 0.0)
+            accepted = w_eval.score is not None and s_eval.score is not None and delta > floor
+            rs["recheck"] = {
+                "winner": winner["candidate_id"],
+                "winner_score": w_eval.score,
+                "seed_score": s_eval.score,
+                "delta": delta,
+                "noise_floor": floor,
+                "accepted": accepted,
+                "samples": len(items),
+                "calls": meter.calls,
+                "prompt_tokens": meter.prompt_tokens,
+                "completion_tokens": meter.completion_tokens,
+                "cost_usd": meter.cost_usd,
+                "reason": (
+                    f"confirmed on the recheck split: {delta:+.2f} > noise floor {floor:.2f}"
+                    if accepted
+                    else f"not confirmed on the recheck split: {delta:+.2f} <= noise floor {floor:.2f}; "
+                    f"the seed stays the result"
+                ),
+            }
+            rs["result"] = winner["candidate_id"] if accepted else rs["seed"]
+        rs["status"] = "done"
+        self.checkpoint()
+        self.on_event("done", run, {"result": rs["result"], "recheck": rs["recheck"]})
+
+    async def run_one(self, run: int, gate: asyncio.Semaphore) -> None:
+        async with gate:
+            rs = self.run_state(run)
+            if rs["status"] == "done":
+                return
+            self.on_event("start", run, {"style": rs["style"], "iterations_done": rs["iterations_done"]})
+            if rs["seed"] is None:
+                await self.seed_run(run, rs)
+            for iteration in range(rs["iterations_done"] + 1, self.config.iterations + 1):
+                await self.iterate(run, rs, iteration)
+            await self.recheck(run, rs)
+
+    async def run(self) -> dict[str, Any]:
+        """Run (or resume) every run; returns the state. Stops cleanly, saving the state, when the
+        budget runs out (state["stopped"] says why); re-raises anything else after saving."""
+        for run in range(self.config.runs):
+            self.run_state(run)
+        self.state["stopped"] = None
+        self.checkpoint()
+        gate = asyncio.Semaphore(self.parallel_runs)
+        outcomes = await asyncio.gather(
+            *(self.run_one(run, gate) for run in range(self.config.runs)), return_exceptions=True
+        )
+        budget = [o for o in outcomes if isinstance(o, BudgetExceeded)]
+        others = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, BudgetExceeded)]
+        if budget:
+            self.state["stopped"] = f"budget: {budget[0]}"
+        self.checkpoint()
+        if others:
+            raise others[0]
+        return self.state
