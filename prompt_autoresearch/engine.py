@@ -329,6 +329,12 @@ class Autoresearch:
         self.data = EvalData.load([Path(p) for p in config.data], config.domain, config.seed)
         self.seed_set = load_template_set(config.seed_templates)
         self._items: dict[tuple[int, str], list[EvalItem]] = {}
+        self._pending_files: list[tuple[Path, bytes]] = []
+        self._write_lock = asyncio.Lock()
+        from worldline.tokenizer import get_token_counter
+
+        # Loaded here, not on the first ledger row: loading blocks, and the loop must not stall on it.
+        self.counter = get_token_counter()
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def run_state(self, run: int) -> dict[str, Any]:
@@ -376,15 +382,28 @@ class Autoresearch:
                 totals[name] += snap[name]
         return totals
 
-    def checkpoint(self) -> None:
+    async def checkpoint(self) -> None:
+        """Save state, ledger and new template files. The state is serialised here, on the loop (so no
+        run mutates it meanwhile); the writes and fsyncs run in a worker thread, in order, so a slow
+        disk never stalls the runs' LLM calls."""
         usage = self.session_usage()
         self.state["usage"] = {name: self.session_start_usage.get(name, 0) + usage[name] for name in usage}
-        save_state(self.rundir, self.state)
-        write_ledger(self.rundir, all_rows(self.state))
+        state_bytes = (json.dumps(self.state, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        rows = all_rows(self.state)  # rows never change once appended
+        files, self._pending_files = self._pending_files, []
+        async with self._write_lock:
+            await asyncio.to_thread(self._write, state_bytes, rows, files)
+
+    def _write(self, state_bytes: bytes, rows: list[dict[str, Any]], files: list[tuple[Path, bytes]]) -> None:
+        for path, data in files:
+            atomic_write_bytes(path, data)
+        write_ledger(self.rundir, rows)
+        atomic_write_bytes(self.rundir / STATE_FILE, state_bytes)
 
     def template_path(self, run: int, iteration: int, text: str) -> str:
+        """Where a candidate's template is saved (written with the next checkpoint, before the state)."""
         rel = Path("templates") / f"run-{run:02d}" / f"it-{iteration:02d}-{template_hash(text)[:8]}.md"
-        atomic_write_bytes(self.rundir / rel, text.encode("utf-8"))
+        self._pending_files.append((self.rundir / rel, text.encode("utf-8")))
         return str(rel)
 
     # -- estimate ----------------------------------------------------------------------------------
@@ -526,8 +545,6 @@ class Autoresearch:
         description: str,
         rs: Mapping[str, Any],
     ) -> dict[str, Any]:
-        from worldline.tokenizer import get_token_counter
-
         dims = evaluation.dimensions if evaluation else {}
         return {
             "run": run,
@@ -538,7 +555,7 @@ class Autoresearch:
             "template_hash": template_hash(text),
             "template_path": self.template_path(run, iteration, text) if text.strip() else None,
             "lines": text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0,
-            "tokens": get_token_counter().count(text) if text else 0,
+            "tokens": self.counter.count(text) if text else 0,
             "score": evaluation.score if evaluation else None,
             **{d: dims.get(d) for d in DIMENSIONS},
             "dimensions": dims,
@@ -583,7 +600,7 @@ class Autoresearch:
         rs["seed"] = row["candidate_id"]
         rs["incumbent"] = row["candidate_id"]
         rs["status"] = "running"
-        self.checkpoint()
+        await self.checkpoint()
         self.on_event("seed", run, {"score": rs["incumbent_score"], "noise_floor": floor})
 
     async def iterate(self, run: int, rs: dict[str, Any], iteration: int) -> None:
@@ -604,7 +621,7 @@ class Autoresearch:
                 "",
                 rs,
             )
-            self._finish_iteration(run, rs, row)
+            await self._finish_iteration(run, rs, row)
             return
         proposal = parse_proposal(answer)
         if not proposal.ok:
@@ -620,7 +637,7 @@ class Autoresearch:
                 proposal.description,
                 rs,
             )
-            self._finish_iteration(run, rs, row)
+            await self._finish_iteration(run, rs, row)
             return
         template = Template(-1, rs["style"], proposal.text, "")
         try:
@@ -638,7 +655,7 @@ class Autoresearch:
                 proposal.description,
                 rs,
             )
-            self._finish_iteration(run, rs, row)
+            await self._finish_iteration(run, rs, row)
             return
         incumbent_score, floor = rs["incumbent_score"], rs["noise_floor"]
         if evaluation.score is None:
@@ -668,12 +685,12 @@ class Autoresearch:
         if status == "keep":
             rs["incumbent"] = row["candidate_id"]
             rs["incumbent_score"] = evaluation.score
-        self._finish_iteration(run, rs, row)
+        await self._finish_iteration(run, rs, row)
 
-    def _finish_iteration(self, run: int, rs: dict[str, Any], row: dict[str, Any]) -> None:
+    async def _finish_iteration(self, run: int, rs: dict[str, Any], row: dict[str, Any]) -> None:
         rs["candidates"].append(row)
         rs["iterations_done"] = row["iteration"]
-        self.checkpoint()
+        await self.checkpoint()
         self.on_event(
             "candidate",
             run,
@@ -721,7 +738,7 @@ class Autoresearch:
             }
             rs["result"] = winner["candidate_id"] if accepted else rs["seed"]
         rs["status"] = "done"
-        self.checkpoint()
+        await self.checkpoint()
         self.on_event("done", run, {"result": rs["result"], "recheck": rs["recheck"]})
 
     async def run_one(self, run: int, gate: asyncio.Semaphore) -> None:
@@ -742,7 +759,7 @@ class Autoresearch:
         for run in range(self.config.runs):
             self.run_state(run)
         self.state["stopped"] = None
-        self.checkpoint()
+        await self.checkpoint()
         gate = asyncio.Semaphore(self.parallel_runs)
         outcomes = await asyncio.gather(
             *(self.run_one(run, gate) for run in range(self.config.runs)), return_exceptions=True
@@ -751,7 +768,7 @@ class Autoresearch:
         others = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, BudgetExceeded)]
         if budget:
             self.state["stopped"] = f"budget: {budget[0]}"
-        self.checkpoint()
+        await self.checkpoint()
         if others:
             raise others[0]
         return self.state
