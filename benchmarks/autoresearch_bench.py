@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from prompt_autoresearch.clients import RoleEndpoint, build_clients  # noqa: E402
-from prompt_autoresearch.engine import CACHE_FILE, Autoresearch, AutoresearchConfig  # noqa: E402
-from tests.autoresearch_world import JUDGE, OPTIMIZER, WORLD_MODEL, FakeWorld, write_data  # noqa: E402
-from tests.fakellm import FakeLLMServer, FakeReply  # noqa: E402
-from worldline.llm import LLMConfig, Role  # noqa: E402
+from prompt_autoresearch.clients import RoleEndpoint, build_clients
+from prompt_autoresearch.engine import CACHE_FILE, Autoresearch, AutoresearchConfig
+from tests.autoresearch_world import JUDGE, OPTIMIZER, WORLD_MODEL, FakeWorld, write_data
+from tests.fakellm import FakeLLMServer, FakeReply
+from worldline.llm import LLMConfig, Role
 
 
 class _Slow:
