@@ -17,6 +17,7 @@ PACKAGES=(
   curl            # engine.sh probes the Docker API socket with it
   ca-certificates
   python3-venv    # `make setup` creates .venv with the machine's python3 (Debian splits venv out)
+  chromium        # autoresearch report test renders the HTML headless (Playwright, executable_path)
 )
 
 missing=()
