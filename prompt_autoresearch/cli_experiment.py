@@ -17,7 +17,7 @@ from rich.table import Table
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
-EXIT_USAGE, EXIT_BUDGET = 2, 3
+EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET = 1, 2, 3
 
 RunDir = Annotated[Path, typer.Argument(help="The experiment folder (RUNDIR of `autoresearch run --out`).")]
 
@@ -84,7 +84,7 @@ def run(
     from prompt_autoresearch.clients import RoleEndpoint, build_clients, judge_is_world_model, resolve_models
     from prompt_autoresearch.data import DataError
     from prompt_autoresearch.engine import CACHE_FILE, Autoresearch, AutoresearchConfig, StateMismatch
-    from worldline.llm import LLMConfig, LLMNotConfigured, Role
+    from worldline.llm import LLMConfig, LLMError, LLMNotConfigured, Role
 
     endpoints = {
         Role.OPTIMIZER: RoleEndpoint(optimizer_url, optimizer_model),
@@ -145,7 +145,14 @@ def run(
             )
     if estimate_only:
         return
-    state = asyncio.run(_run_with_progress(engine, clients, quiet))
+    try:
+        state = asyncio.run(_run_with_progress(engine, clients, quiet))
+    except LLMError as error:
+        raise _fail(
+            f"{type(error).__name__}: {error}. Everything finished is saved in {rundir}; fix the endpoint "
+            f"and rerun the same command to resume",
+            EXIT_FAILED,
+        ) from None
     _print_status(state)
     if state.get("stopped"):
         raise _fail(

@@ -43,7 +43,7 @@ from prompt_autoresearch.optimizer import (
 from prompt_autoresearch.styles import StyleDirective, style_for_run
 from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, Template, load_template_set
 from schemas.shards import atomic_write_bytes, atomic_write_json
-from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult
+from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult, judge_messages
 from worldline.llm import BudgetExceeded, ChatRequest, ChatResult, LLMCallFailed, LLMClient, Role
 
 STATE_FILE = "state.json"
@@ -151,6 +151,17 @@ class Evaluation:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+CHARS_PER_TOKEN = 4
+
+
+def judge_messages_for(item: EvalItem, template: Template) -> list[dict[str, str]]:
+    """The judge's messages for `item` with the ground truth standing in for the prediction."""
+    sample = item.judge_sample(template, "")
+    return judge_messages(
+        sample.domain, list(sample.history), sample.current_prompt, sample.ground_truth, sample.ground_truth
+    )
 
 
 def template_hash(text: str) -> str:
@@ -443,19 +454,44 @@ class Autoresearch:
         )
 
     def _token_guess(self, run: int, style: StyleDirective) -> tuple[float, float, float]:
-        """Tokens of one world-model, judge and optimizer call for this run, from the real messages of
-        the seed template, with the template grown to the middle of the run's length band."""
+        """Tokens of one world-model, judge and optimizer call of this run.
+
+        Prompts are measured on the real messages (seed template grown to the middle of the run's
+        length band, the judge's real prompt with the ground truth as prediction, the optimizer's real
+        prompt); completions are guesses (a prediction twice the truth plus reasoning, a judge
+        verdict, a template of the band's middle length). Once candidates exist, the measured tokens
+        per call replace the guess. Token = 4 characters, as the LLM client estimates."""
+        measured = [row for rs in self.state["runs"].values() for row in rs["candidates"] if row["calls"]]
         seed = self.seed_set.get(style.seed_version)
         items = self.items(run, "eval")
         seed_lines = seed.text.count("\n") + 1
-        chars_per_line = len(seed.text) / seed_lines
-        grow = max((style.min_lines + style.max_lines) / 2 - seed_lines, 0) * chars_per_line
+        grow = max((style.min_lines + style.max_lines) / 2 - seed_lines, 0) * len(seed.text) / seed_lines
+        size = CHARS_PER_TOKEN
         wm_prompt = statistics.fmean(len(json.dumps(i.messages(seed))) for i in items) + grow
         truth = statistics.fmean(len(i.trajectory.turns[i.turn - 1].observation.text) for i in items)
-        wm = (wm_prompt + 2 * truth + 200) / 4
-        judge = (wm_prompt - len(seed.text) - grow + 4 * truth + 6000) / 4
-        opt = (len(seed.text) + grow) * 2 / 4 + 2500
+        judge_prompt = statistics.fmean(len(json.dumps(judge_messages_for(i, seed))) for i in items)
+        opt_prompt = len(json.dumps(self._seed_optimizer_messages(run, style, seed.text))) + grow
+        opt_prompt += self.config.worst * 3 * 600  # the worst errors shown, each clipped
+        wm = (wm_prompt + 2 * truth + 800) / size
+        judge = (judge_prompt + 1200) / size
+        opt = (opt_prompt + len(seed.text) + grow + 200) / size
+        if measured:
+            per_call = sum(r["prompt_tokens"] + r["completion_tokens"] for r in measured) / sum(
+                r["calls"] for r in measured
+            )
+            return per_call, per_call, per_call
         return wm, judge, opt
+
+    def _seed_optimizer_messages(self, run: int, style: StyleDirective, text: str) -> list[dict[str, str]]:
+        return optimizer_messages(
+            domain=self.data.domain,
+            style=style,
+            template=text,
+            scores={"score": 0.0},
+            worst=[],
+            examples=self.data.optimizer_examples(self.config.examples, self.config.seed, run, 1),
+            history=[],
+        )
 
     # -- LLM steps ---------------------------------------------------------------------------------
     async def evaluate(

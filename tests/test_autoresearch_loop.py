@@ -128,7 +128,9 @@ def test_candidate_missing_placeholder_is_rejected(tmp_path: Path, data: Path) -
 def test_budget_stop_then_resume_with_more(tmp_path: Path, data: Path) -> None:
     rundir = tmp_path / "rd"
     with serve(FakeWorld()) as server:
-        stopped = invoke(server, data, rundir, "--max-calls", "20")
+        # Without --quiet: the live progress display runs too.
+        args = ["run", *SMALL[:-1], "--data", str(data), "--out", str(rundir), "--max-calls", "20"]
+        stopped = CliRunner().invoke(app, args, env=env_for(server.base_url))
         assert stopped.exit_code == 3, stopped.output
         assert "fewer than 3 proposals" in stopped.output and "budget" in stopped.output
         state = state_of(rundir)
@@ -138,7 +140,15 @@ def test_budget_stop_then_resume_with_more(tmp_path: Path, data: Path) -> None:
         assert done.exit_code == 0, done.output
     assert state_of(rundir)["stopped"] is None
     assert len(rows(rundir)) == 6
-    # Budget counts the whole experiment: a third run with the first budget stops at once.
+    assert "run 00" in stopped.output  # the progress lines
+
+
+def test_unreachable_endpoint_fails_with_a_resumable_error(tmp_path: Path, data: Path) -> None:
+    with serve(FakeWorld()) as server:
+        env = env_for(server.base_url) | {"WORLDLINE_LLM_MODEL_WORLD_MODEL": "missing-model"}
+        args = ["run", *SMALL, "--data", str(data), "--out", str(tmp_path / "rd")]
+        result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 1 and "rerun the same command to resume" in result.output
 
 
 def test_judge_equal_to_world_model_warns(tmp_path: Path, data: Path) -> None:
