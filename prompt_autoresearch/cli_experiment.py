@@ -125,6 +125,14 @@ def run(
     except (DataError, StateMismatch, ValueError) as error:
         raise _fail(str(error)) from None
     engine.apply_budget(ledger, max_calls, max_tokens)
+    for split, wanted in (("eval", config.eval_size), ("recheck", config.recheck_size)):
+        have = len(engine.items(0, split))
+        if have < wanted:
+            err.print(
+                f"[yellow]warning:[/yellow] the {split} split holds {have} turn(s), fewer than the {wanted} "
+                f"asked for; scores rest on {have} turn(s) (give more --data for a tighter noise floor)",
+                highlight=False,
+            )
     estimate = engine.estimate()
     done_before = engine.state["usage"]
     err.print(

@@ -419,7 +419,10 @@ class Autoresearch:
 
     # -- estimate ----------------------------------------------------------------------------------
     def estimate(self) -> Estimate:
-        n, r, it = self.config.eval_size, self.config.recheck_size, self.config.iterations
+        # The splits may hold fewer turns than asked for: count the turns really used.
+        n = len(self.items(0, "eval"))
+        r = len(self.items(0, "recheck"))
+        it = self.config.iterations
         per_proposal_calls = 1 + 2 * n
         seed_calls, recheck_calls = 4 * n, 4 * r
         calls = tokens = proposals = runs_left = 0

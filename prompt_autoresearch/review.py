@@ -186,4 +186,8 @@ def progress(state: dict[str, Any]) -> dict[str, Any]:
         "candidates": sum(len(rs["candidates"]) for rs in runs.values()),
         "usage": state["usage"],
         "stopped": state.get("stopped"),
+        "leaderboard": [
+            {k: row[k] for k in ("candidate_id", "run", "iteration", "style", "status", "score", "lines")}
+            for row in leaderboard(state)
+        ],
     }

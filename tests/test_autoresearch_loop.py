@@ -143,6 +143,14 @@ def test_budget_stop_then_resume_with_more(tmp_path: Path, data: Path) -> None:
     assert "run 00" in stopped.output  # the progress lines
 
 
+def test_token_budget_stops_before_the_first_call(tmp_path: Path, data: Path) -> None:
+    with serve(FakeWorld()) as server:
+        result = invoke(server, data, tmp_path / "rd", "--max-tokens", "5000")
+        assert result.exit_code == 3 and server.requests == []
+    assert "fewer than 3 proposals" in result.output
+    assert "token budget" in state_of(tmp_path / "rd")["stopped"]
+
+
 def test_unreachable_endpoint_fails_with_a_resumable_error(tmp_path: Path, data: Path) -> None:
     with serve(FakeWorld()) as server:
         env = env_for(server.base_url) | {"WORLDLINE_LLM_MODEL_WORLD_MODEL": "missing-model"}
