@@ -44,7 +44,7 @@ from prompt_autoresearch.styles import StyleDirective, style_for_run
 from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, Template, load_template_set
 from schemas.shards import atomic_write_bytes, atomic_write_json
 from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult, judge_messages
-from worldline.llm import BudgetExceeded, ChatRequest, ChatResult, LLMCallFailed, LLMClient, Role
+from worldline.llm import BudgetExceeded, ChatRequest, ChatResult, LLMClient, RequestRejected, Role
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -645,9 +645,12 @@ class Autoresearch:
     async def iterate(self, run: int, rs: dict[str, Any], iteration: int) -> None:
         meter = Meter()
         incumbent_id = rs["incumbent"]
+        # A rejected request (HTTP 4xx: e.g. a prompt over the context length) is this candidate's
+        # failure and recorded as a crash; an endpoint that stays down (RetriesExhausted) stops the
+        # experiment instead, so that a rerun retries the candidate rather than losing it.
         try:
             answer = await self.propose(run, rs, iteration, meter)
-        except LLMCallFailed as error:
+        except RequestRejected as error:
             row = self._row(
                 run,
                 iteration,
@@ -681,7 +684,7 @@ class Autoresearch:
         template = Template(-1, rs["style"], proposal.text, "")
         try:
             evaluation = await self.evaluate(template, self.items(run, "eval"), 0, meter)
-        except LLMCallFailed as error:
+        except RequestRejected as error:
             row = self._row(
                 run,
                 iteration,

@@ -87,12 +87,14 @@ class FakeWorld:
     """The scripted roles. `plan[(style, iteration)]` is "up:K" (default up:4), "drop:NAME" or "garbage";
     `noise[k]` extra judge levels for the k-th repeat of an identical judge request (0-based);
     `garbage_levels`: the judge answers without a verdict for predictions of these levels;
+    `rejected_levels`: the world model rejects (HTTP 400) system prompts of these levels;
     `on_request`: called (under the lock) with the request number before answering; when it returns
     True the request is dropped unanswered and not counted (a crash test kills the client there)."""
 
     plan: dict[tuple[str, int], str] = field(default_factory=dict)
     noise: tuple[int, ...] = (0, 2)
     garbage_levels: frozenset[int] = frozenset()
+    rejected_levels: frozenset[int] = frozenset()
     on_request: Callable[[int], bool] | None = None
     seen: Counter[str] = field(default_factory=Counter)
     answered: int = 0
@@ -111,6 +113,8 @@ class FakeWorld:
         if model == OPTIMIZER:
             return FakeReply(text=self.optimize(request))
         if model == WORLD_MODEL:
+            if _level_of_system(request) in self.rejected_levels:
+                return FakeReply.bad_request("prompt is longer than the context")
             return FakeReply(text=self.predict(request))
         if model == JUDGE:
             return FakeReply(text=self.judge(request, repeat))
@@ -138,8 +142,7 @@ class FakeWorld:
 
     def predict(self, request: dict[str, Any]) -> str:
         system = next((m["content"] for m in request["messages"] if m["role"] == "system"), "")
-        match = _LEVEL.search(system)
-        level = int(match.group(1)) if match else DEFAULT_LEVEL
+        level = _level_of_system(request)
         # Different templates give different predictions (as sampling would), same template same text.
         tag = hashlib.sha256(system.encode()).hexdigest()[:6]
         return (
@@ -154,6 +157,12 @@ class FakeWorld:
             return "no verdict today"
         level += self.noise[repeat] if repeat < len(self.noise) else 0
         return verdict_for_level(level)
+
+
+def _level_of_system(request: dict[str, Any]) -> int:
+    system = next((m["content"] for m in request["messages"] if m["role"] == "system"), "")
+    match = _LEVEL.search(system)
+    return int(match.group(1)) if match else DEFAULT_LEVEL
 
 
 def verdict_for_level(level: int) -> str:

@@ -125,6 +125,15 @@ def test_candidate_missing_placeholder_is_rejected(tmp_path: Path, data: Path) -
     assert ledger[(0, 2)]["parent"] == "r00i00" and ledger[(0, 2)]["status"] == "keep"
 
 
+def test_candidate_the_world_model_rejects_is_a_crash(tmp_path: Path, data: Path) -> None:
+    plan = {(style, 2): "up:5" for style in ("short constraint list", "concise checklist")}
+    with serve(FakeWorld(plan=plan, rejected_levels=frozenset({8}))) as server:
+        assert invoke(server, data, tmp_path / "rd").exit_code == 0
+    first = [r for r in rows(tmp_path / "rd") if r["iteration"] == 1]
+    assert all(r["status"] == "crash" and "HTTP 400" in r["reason"] for r in first)
+    assert all(r["status"] == "keep" for r in rows(tmp_path / "rd") if r["iteration"] == 2)
+
+
 def test_budget_stop_then_resume_with_more(tmp_path: Path, data: Path) -> None:
     rundir = tmp_path / "rd"
     with serve(FakeWorld()) as server:
