@@ -14,6 +14,7 @@ their id, so the split of a trajectory never depends on file order or on the oth
 from __future__ import annotations
 
 import hashlib
+import heapq
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -118,6 +119,12 @@ def split_of(trajectory_id: str, seed: int) -> str:
     return "optimizer" if bucket < 4 else ("eval" if bucket < 7 else "recheck")
 
 
+def _neg_rank(trajectory_id: str, seed: int) -> str:
+    """Orders trajectories inside a split (the heap keeps the largest of these: the lowest ranks)."""
+    digest = hashlib.sha256(f"autoresearch-rank\x1f{seed}\x1f{trajectory_id}".encode()).digest()
+    return bytes(255 - b for b in digest[:8]).hex()
+
+
 @dataclass
 class EvalData:
     """The trajectories of one domain, split three ways."""
@@ -126,23 +133,36 @@ class EvalData:
     splits: dict[str, list[Trajectory]]
 
     @classmethod
-    def load(cls, paths: list[Path], domain: str, seed: int) -> EvalData:
+    def load(cls, paths: list[Path], domain: str, seed: int, keep_per_split: int = 5000) -> EvalData:
         try:
             wanted = Domain(domain)
         except ValueError:
             raise DataError(
                 f"--domain {domain!r} is not a worldline domain; use one of {', '.join(d.value for d in Domain)}"
             ) from None
-        trajectories = {t.id: t for t in read_trajectories(paths) if t.domain is wanted and t.turns}
-        if len(trajectories) < 3:
+        # Memory stays bounded on large inputs: each split keeps the `keep_per_split` trajectories of
+        # lowest seeded rank, a choice that does not depend on file order.
+        kept: dict[str, list[tuple[str, str, Trajectory]]] = {name: [] for name in SPLITS}
+        seen: set[str] = set()
+        for traj in read_trajectories(paths):
+            if traj.domain is not wanted or not traj.turns or traj.id in seen:
+                continue
+            seen.add(traj.id)
+            heap = kept[split_of(traj.id, seed)]
+            entry = (_neg_rank(traj.id, seed), traj.id, traj)
+            if len(heap) < keep_per_split:
+                heapq.heappush(heap, entry)
+            elif entry[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, entry)
+        total = sum(len(heap) for heap in kept.values())
+        if total < 3:
             raise DataError(
-                f"--data holds {len(trajectories)} {domain} trajectory(ies) with turns; autoresearch needs at "
+                f"--data holds {total} {domain} trajectory(ies) with turns; autoresearch needs at "
                 f"least 3 (one per split: optimizer examples, eval, recheck)"
             )
-        ordered = sorted(trajectories.values(), key=lambda t: t.id)
-        splits: dict[str, list[Trajectory]] = {name: [] for name in SPLITS}
-        for traj in ordered:
-            splits[split_of(traj.id, seed)].append(traj)
+        splits: dict[str, list[Trajectory]] = {
+            name: [t for _, _, t in sorted(heap, key=lambda e: e[1])] for name, heap in kept.items()
+        }
         # Tiny data sets: move trajectories so that every split has one (deterministic, by id order).
         for name in SPLITS:
             if not splits[name]:

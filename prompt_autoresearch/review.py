@@ -98,6 +98,13 @@ def export(rundir: Path, out: Path, base: Path | None = None) -> list[ExportedTe
             f"{rundir}: nothing is approved; review with `autoresearch report` and approve with "
             f"`autoresearch approve {rundir} --run K --as vN`"
         )
+    if out.resolve() == SEED_TEMPLATES_DIR.resolve():
+        raise ReviewError(f"--out {out} is the seed set shipped with worldline; export to another folder")
+    if out.exists() and not (out / "index.json").is_file() and any(out.iterdir()):
+        raise ReviewError(
+            f"--out {out} exists and is not a template set (no index.json); it would be replaced: choose a "
+            f"new or empty folder"
+        )
     base_set = load_template_set(str(base or SEED_TEMPLATES_DIR))
     approved = []
     for slot, approval in approvals.items():

@@ -274,6 +274,12 @@ def test_approval_gate_and_export_order(tmp_path: Path, data: Path) -> None:
     origins = {e["version"]: e["origin"] for e in index["templates"]}
     assert "autoresearch run" in origins[2] and "not approved" in origins[0]
     assert runner.invoke(app, ["check", str(out)]).exit_code == 0
+    # Exporting again replaces the set; a folder that is not a template set is never overwritten.
+    assert runner.invoke(app, ["export", str(rundir), "--out", str(out)]).exit_code == 0
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    refused = runner.invoke(app, ["export", str(rundir), "--out", str(tmp_path / "mine")])
+    assert refused.exit_code == 2 and "not a template set" in refused.output
     # The pools render the exported templates with a trajectory's own parts.
     traj = terminal_trajectories(1)[0]
     rendered = tset.get(2).render(system_values(traj))

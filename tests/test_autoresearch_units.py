@@ -133,3 +133,17 @@ def test_agentworldbench_jsonl_is_read_as_trajectories(tmp_path: Path) -> None:
         EvalData.load([tmp_path], "mcp", seed=0)
     with pytest.raises(ValueError, match="not a worldline domain"):
         EvalData.load([tmp_path], "cooking", seed=0)
+
+
+def test_large_inputs_keep_a_bounded_order_independent_sample(tmp_path: Path) -> None:
+    from schemas.shards import write_trajectories
+
+    trajectories = terminal_trajectories(30)
+    write_trajectories(tmp_path / "forward", trajectories)
+    write_trajectories(tmp_path / "backward", list(reversed(trajectories)))
+    forward = EvalData.load([tmp_path / "forward"], "terminal", seed=1, keep_per_split=2)
+    backward = EvalData.load([tmp_path / "backward"], "terminal", seed=1, keep_per_split=2)
+    assert all(len(v) == 2 for v in forward.splits.values())
+    assert {k: [t.id for t in v] for k, v in forward.splits.items()} == {
+        k: [t.id for t in v] for k, v in backward.splits.items()
+    }
