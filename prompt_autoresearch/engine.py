@@ -645,60 +645,26 @@ class Autoresearch:
     async def iterate(self, run: int, rs: dict[str, Any], iteration: int) -> None:
         meter = Meter()
         incumbent_id = rs["incumbent"]
+
+        async def crash(text: str, reason: str, description: str) -> None:
+            row = self._row(run, iteration, incumbent_id, text, None, meter, "crash", reason, description, rs)
+            await self._finish_iteration(run, rs, row)
+
         # A rejected request (HTTP 4xx: e.g. a prompt over the context length) is this candidate's
         # failure and recorded as a crash; an endpoint that stays down (RetriesExhausted) stops the
         # experiment instead, so that a rerun retries the candidate rather than losing it.
         try:
             answer = await self.propose(run, rs, iteration, meter)
         except RequestRejected as error:
-            row = self._row(
-                run,
-                iteration,
-                incumbent_id,
-                "",
-                None,
-                meter,
-                "crash",
-                f"optimizer call failed: {error}",
-                "",
-                rs,
-            )
-            await self._finish_iteration(run, rs, row)
-            return
+            return await crash("", f"optimizer call failed: {error}", "")
         proposal = parse_proposal(answer)
         if not proposal.ok:
-            row = self._row(
-                run,
-                iteration,
-                incumbent_id,
-                proposal.text,
-                None,
-                meter,
-                "crash",
-                proposal.rejection,
-                proposal.description,
-                rs,
-            )
-            await self._finish_iteration(run, rs, row)
-            return
+            return await crash(proposal.text, proposal.rejection, proposal.description)
         template = Template(-1, rs["style"], proposal.text, "")
         try:
             evaluation = await self.evaluate(template, self.items(run, "eval"), 0, meter)
         except RequestRejected as error:
-            row = self._row(
-                run,
-                iteration,
-                incumbent_id,
-                proposal.text,
-                None,
-                meter,
-                "crash",
-                f"world model or judge call failed: {error}",
-                proposal.description,
-                rs,
-            )
-            await self._finish_iteration(run, rs, row)
-            return
+            return await crash(proposal.text, f"world model call rejected: {error}", proposal.description)
         incumbent_score, floor = rs["incumbent_score"], rs["noise_floor"]
         if evaluation.score is None:
             status, reason = "discard", "no turn could be judged"

@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prompt_autoresearch.data import EvalData, EvalItem, split_of, world_model_messages
@@ -24,6 +24,7 @@ prose = st.text(
 )
 
 
+@settings(deadline=None)  # a loaded CI machine stalls single examples; timing is not the property
 @given(version=st.sampled_from(sorted(SEED.templates)), before=prose, after=prose, description=prose)
 def test_a_wellformed_answer_parses_to_its_template(
     version: int, before: str, after: str, description: str
@@ -35,6 +36,7 @@ def test_a_wellformed_answer_parses_to_its_template(
     assert proposal.description == (" ".join(description.split())[:300] or "(no description)")
 
 
+@settings(deadline=None)  # a loaded CI machine stalls single examples; timing is not the property
 @given(version=st.sampled_from(sorted(SEED.templates)), name=st.sampled_from(REQUIRED_PLACEHOLDERS))
 def test_a_template_without_a_required_placeholder_is_rejected_naming_it(version: int, name: str) -> None:
     text = drop_placeholder(SEED.get(version).text, name)
@@ -42,6 +44,7 @@ def test_a_template_without_a_required_placeholder_is_rejected_naming_it(version
     assert not proposal.ok and name in proposal.rejection and proposal.rejection.startswith("rejected:")
 
 
+@settings(deadline=None)  # a loaded CI machine stalls single examples; timing is not the property
 @given(answer=st.text(max_size=300))
 def test_any_answer_parses_or_is_rejected_with_a_reason(answer: str) -> None:
     proposal = parse_proposal(answer)
