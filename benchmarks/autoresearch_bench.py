@@ -31,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prompt_autoresearch.clients import RoleEndpoint, build_clients
-from prompt_autoresearch.engine import CACHE_FILE, Autoresearch, AutoresearchConfig
+from prompt_autoresearch.engine import CACHE_FILE, Autoresearch
+from prompt_autoresearch.state import AutoresearchConfig
 from tests.autoresearch_world import JUDGE, OPTIMIZER, WORLD_MODEL, FakeWorld, write_data
 from tests.fakellm import FakeLLMServer, FakeReply
 from worldline.llm import LLMConfig, Role

@@ -83,7 +83,8 @@ def run(
     winner on a disjoint split. Rerun on the same RUNDIR to resume with zero repeated LLM calls."""
     from prompt_autoresearch.clients import RoleEndpoint, build_clients, judge_is_world_model, resolve_models
     from prompt_autoresearch.data import DataError
-    from prompt_autoresearch.engine import CACHE_FILE, Autoresearch, AutoresearchConfig, StateMismatch
+    from prompt_autoresearch.engine import CACHE_FILE, Autoresearch
+    from prompt_autoresearch.state import AutoresearchConfig, StateMismatch
     from worldline.llm import LLMConfig, LLMError, LLMNotConfigured, Role
 
     endpoints = {

@@ -23,12 +23,10 @@ made: zero repeated calls.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,49 +38,32 @@ from prompt_autoresearch.optimizer import (
     optimizer_messages,
     parse_proposal,
 )
+from prompt_autoresearch.scoring import (
+    CHARS_PER_TOKEN,
+    Evaluation,
+    Meter,
+    MeteredClient,
+    judge_messages_for,
+    noise_floor,
+    summarise,
+    template_hash,
+)
+from prompt_autoresearch.state import (
+    STATE_FILE,
+    AutoresearchConfig,
+    all_rows,
+    check_resume,
+    load_state,
+    new_state,
+)
 from prompt_autoresearch.styles import StyleDirective, style_for_run
-from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, Template, load_template_set
-from schemas.shards import atomic_write_bytes, atomic_write_json
-from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult, judge_messages
-from worldline.llm import BudgetExceeded, ChatRequest, ChatResult, LLMClient, RequestRejected, Role
+from prompt_autoresearch.templates import Template, load_template_set
+from schemas.shards import atomic_write_bytes
+from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult
+from worldline.llm import BudgetExceeded, ChatRequest, LLMClient, RequestRejected, Role
 
-STATE_FILE = "state.json"
-STATE_VERSION = 1
 CACHE_FILE = "llm-cache.sqlite"
 Event = Callable[[str, int, Mapping[str, Any]], None]
-
-
-class StateMismatch(ValueError):
-    """RUNDIR holds a state started with different settings; resuming would mix two experiments."""
-
-
-@dataclass(frozen=True)
-class AutoresearchConfig:
-    """What defines an autoresearch experiment (stored in the state; a resume must match it)."""
-
-    domain: str
-    data: tuple[str, ...]
-    runs: int = 12
-    iterations: int = 10
-    eval_size: int = 8
-    recheck_size: int = 8
-    seed: int = 0
-    examples: int = 3
-    worst: int = 3
-    judge_attempts: int = 3
-    models: Mapping[str, str] = field(default_factory=dict)
-    seed_templates: str = str(SEED_TEMPLATES_DIR)
-
-    def __post_init__(self) -> None:
-        for name in ("runs", "iterations", "eval_size", "recheck_size", "judge_attempts"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-
-    def fingerprint(self) -> dict[str, Any]:
-        record = asdict(self)
-        record["data"] = list(self.data)
-        record["models"] = dict(sorted(self.models.items()))
-        return record
 
 
 @dataclass
@@ -99,135 +80,6 @@ class RoleClients:
             if all(client is not other for other in seen):
                 seen.append(client)
         return seen
-
-
-@dataclass
-class Meter:
-    """Calls, tokens and cost one candidate needed, counted the same whether a call was sent or
-    answered from the cache, so a resumed candidate's ledger row equals an uninterrupted one's."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def add(self, result: ChatResult, client: LLMClient) -> None:
-        self.calls += 1
-        self.prompt_tokens += result.prompt_tokens
-        self.completion_tokens += result.completion_tokens
-        self.cost_usd += client.config.price_for(result.model).cost(
-            result.prompt_tokens, result.completion_tokens
-        )
-
-
-class _MeteredClient:
-    """What the shared Judge needs of a client (`run`, `config`), recording every result in a Meter."""
-
-    def __init__(self, client: LLMClient, meter: Meter, replica: int, attempts: int) -> None:
-        self.client, self.meter, self.replica, self.attempts = client, meter, replica, attempts
-        self.config = client.config
-
-    async def run(self, request: ChatRequest) -> ChatResult:
-        # A second scoring of the same prediction is an independent judge sample: its attempts get
-        # their own sample indices (and cache entries) after the first scoring's.
-        request = replace(request, sample_index=request.sample_index + self.replica * self.attempts)
-        result = await self.client.run(request)
-        self.meter.add(result, self.client)
-        return result
-
-
-@dataclass
-class Evaluation:
-    """A template's scores on a list of eval turns."""
-
-    score: float | None
-    dimensions: dict[str, float | None]
-    valid: int
-    failed: int
-    parse_failures: int
-    samples: int
-    item_scores: list[float | None]
-    worst: list[dict[str, Any]]
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-CHARS_PER_TOKEN = 4
-
-
-def judge_messages_for(item: EvalItem, template: Template) -> list[dict[str, str]]:
-    """The judge's messages for `item` with the ground truth standing in for the prediction."""
-    sample = item.judge_sample(template, "")
-    return judge_messages(
-        sample.domain, list(sample.history), sample.current_prompt, sample.ground_truth, sample.ground_truth
-    )
-
-
-def template_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def _item_score(result: JudgeResult) -> float | None:
-    """0..100 for a judged turn, 0 when the world model gave no prediction block, None when the judge
-    failed (not the template's fault: excluded from the mean and counted)."""
-    if result.normalised is not None:
-        return float(result.normalised)
-    if result.failure.startswith("no_prediction"):
-        return 0.0
-    return None
-
-
-def summarise(items: Sequence[EvalItem], results: Sequence[JudgeResult], worst_k: int) -> Evaluation:
-    scores = [_item_score(r) for r in results]
-    judged = [s for s in scores if s is not None]
-    valid = [r for r in results if r.scores is not None]
-    dims: dict[str, float | None] = {
-        d: (statistics.fmean(r.scores[d] for r in valid if r.scores) if valid else None) for d in DIMENSIONS
-    }
-    order = sorted(
-        (i for i, s in enumerate(scores) if s is not None), key=lambda i: (cast(float, scores[i]), i)
-    )
-    worst = []
-    for i in order[:worst_k]:
-        item, result = items[i], results[i]
-        turn = item.trajectory.turns[item.turn - 1]
-        worst.append(
-            {
-                "item": item.key,
-                "score": scores[i],
-                "action": turn.action.text,
-                "truth": turn.observation.text,
-                "prediction": result.prediction or "",
-                "weaknesses": list(result.weaknesses),
-                "failure": result.failure,
-            }
-        )
-    return Evaluation(
-        score=statistics.fmean(judged) if judged else None,
-        dimensions=dims,
-        valid=len(valid),
-        failed=len(results) - len(valid),
-        parse_failures=sum(1 for r in results if r.parse_failed),
-        samples=len(results),
-        item_scores=scores,
-        worst=worst,
-    )
-
-
-def noise_floor(first: Evaluation, second: Evaluation) -> float:
-    """How far two scorings of the same template can differ by chance: the larger of the observed
-    difference of the two means and the standard error of the paired per-turn differences."""
-    if first.score is None or second.score is None:
-        return 0.0
-    observed = abs(first.score - second.score)
-    diffs = [
-        a - b
-        for a, b in zip(first.item_scores, second.item_scores, strict=True)
-        if a is not None and b is not None
-    ]
-    spread = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) >= 2 else 0.0
-    return max(observed, spread)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -260,51 +112,6 @@ class Estimate:
             fixed_tokens = self.fixed_calls_per_run * (self.tokens_per_proposal / self.calls_per_proposal)
             bounds.append((tokens_left / self.runs_left - fixed_tokens) / self.tokens_per_proposal)
         return max(min(bounds), 0.0) if bounds else None
-
-
-# --------------------------------------------------------------------------------------------------
-# State
-# --------------------------------------------------------------------------------------------------
-
-
-def load_state(rundir: Path) -> dict[str, Any] | None:
-    path = rundir / STATE_FILE
-    if not path.is_file():
-        return None
-    state = json.loads(path.read_text("utf-8"))
-    if state.get("version") != STATE_VERSION:
-        raise StateMismatch(f"{path}: state version {state.get('version')} is not {STATE_VERSION}")
-    return cast(dict[str, Any], state)
-
-
-def new_state(config: AutoresearchConfig) -> dict[str, Any]:
-    return {
-        "version": STATE_VERSION,
-        "config": config.fingerprint(),
-        "usage": {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0},
-        "stopped": None,
-        "runs": {},
-        "approvals": {},
-    }
-
-
-def check_resume(state: Mapping[str, Any], config: AutoresearchConfig, rundir: Path) -> None:
-    stored, wanted = state["config"], config.fingerprint()
-    differ = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
-    if differ:
-        details = "; ".join(f"{k}: stored {stored.get(k)!r}, now {wanted.get(k)!r}" for k in differ)
-        raise StateMismatch(
-            f"{rundir} was started with other settings ({details}); rerun with the stored settings to "
-            f"resume, or pass a new --out for a new experiment"
-        )
-
-
-def save_state(rundir: Path, state: Mapping[str, Any]) -> None:
-    atomic_write_json(rundir / STATE_FILE, state)
-
-
-def all_rows(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [row for run in state["runs"].values() for row in run["candidates"]]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -505,7 +312,7 @@ class Autoresearch:
         judge = Judge(
             cast(
                 LLMClient,
-                _MeteredClient(self.clients.judge, meter, replica, self.judge_config.attempts),
+                MeteredClient(self.clients.judge, meter, replica, self.judge_config.attempts),
             ),
             self.judge_config,
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from prompt_autoresearch.engine import STATE_FILE, load_state, save_state
+from prompt_autoresearch.state import STATE_FILE, load_state, save_state
 from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, TemplateError, check_template, load_template_set
 
 VERSIONS = tuple(range(12))
