@@ -11,6 +11,8 @@ The fake server (tests/fakellm.py) plays optimizer, world model and judge with a
 - the overhead floor = the same experiment with no latency at all: what the calls cost this machine
   (our process, the fake server, the OS scheduler). On a loaded machine it can exceed the ideal at
   high concurrency; ours / max(ideal, floor) shows how close the loop gets to what the machine allows;
+- the dependency bound ("dag") = the loop's call structure replayed as sleeps under the same bounds:
+  the best any scheduler of these dependent calls can do; ours / dag is the loop's own overhead;
 - the estimate (calls, tokens) printed by `autoresearch run` before starting vs the actual count; the
   goal for calls is within 10%.
 
@@ -55,6 +57,37 @@ def _serve(latency: float, port: Connection) -> None:
         port.send(server.base_url)
         port.recv()  # stop
         port.send(server.max_concurrency)
+
+
+def dependency_bound(args: argparse.Namespace, latency: float, concurrency: int) -> float:
+    """Wall time of the loop's dependency structure alone: the same calls, in the same order and
+    groupings (seed: two scorings; per iteration: optimizer, then world model -> judge per turn;
+    recheck: two scorings), as sleeps of `latency` under the same bounds, with no other work."""
+
+    async def simulate() -> float:
+        slots, gate = asyncio.Semaphore(concurrency), asyncio.Semaphore(args.runs)
+
+        async def call() -> None:
+            async with slots:
+                await asyncio.sleep(latency)
+
+        async def turn() -> None:
+            await call()
+            await call()
+
+        async def run() -> None:
+            async with gate:
+                await asyncio.gather(*(turn() for _ in range(2 * args.eval_size)))
+                for _ in range(args.iterations):
+                    await call()
+                    await asyncio.gather(*(turn() for _ in range(args.eval_size)))
+                await asyncio.gather(*(turn() for _ in range(2 * args.eval_size)))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(run() for _ in range(args.runs)))
+        return time.perf_counter() - started
+
+    return asyncio.run(simulate())
 
 
 def one(
@@ -145,15 +178,16 @@ def main() -> None:
         # fake server, the OS) when nothing waits. No concurrency bound can beat it.
         floor = one(data, root / "floor", 0.0, max(args.concurrency), args)["wall"]
         print(f"overhead floor (latency 0, C={max(args.concurrency)}): {floor:.2f}s")
-        print(header + f" {'ours/max(ideal,floor)':>22}")
+        print(header + f" {'ours/max(ideal,floor)':>22} {'dag s':>6} {'ours/dag':>8}")
         for concurrency in args.concurrency:
             r = one(data, root, args.latency, concurrency, args)
+            dag = dependency_bound(args, args.latency, concurrency)
             print(
                 f"{r['concurrency']:>4} {r['calls']:>6} {r['peak_in_flight']:>5} {r['ideal']:>8.2f} "
                 f"{r['wall']:>8.2f} {r['wall'] / r['ideal']:>10.2f} {r['est_calls']:>9} "
                 f"{r['est_calls'] / r['calls']:>10.2f} {r['est_tokens']:>10} {r['tokens']:>8} "
                 f"{r['est_tokens'] / max(r['tokens'], 1):>10.2f} {r['cpu_ms_per_call']:>11.1f} "
-                f"{r['wall'] / max(r['ideal'], floor):>22.2f}"
+                f"{r['wall'] / max(r['ideal'], floor):>22.2f} {dag:>6.2f} {r['wall'] / dag:>8.2f}"
             )
         print(
             "goals: ours/ideal <= 1.2; estimated calls within 10% of actual (est/actual 0.9..1.1). The token\n"
