@@ -15,7 +15,8 @@ app = typer.Typer(
     name="autoresearch",
     help=(
         "Evolve and review the world model's system-prompt templates (run, status, report, approve, "
-        "export) and inspect template sets (templates, show, check). System-prompt templates for world-model data. The active set (v0 for RL, v1 for CPT, v2..v11 "
+        "export) and inspect template sets (templates, show, check). The active set (v0 for RL, v1 for "
+        "CPT, v2..v11 "
         f"sampled per SFT sample) is the folder in ${TEMPLATES_ENV}, else the seed set shipped with worldline."
     ),
     no_args_is_help=True,
