@@ -17,7 +17,7 @@ PACKAGES=(
   curl            # engine.sh probes the Docker API socket with it
   ca-certificates
   python3-venv    # `make setup` creates .venv with the machine's python3 (Debian splits venv out)
-  chromium        # web domain: the browser Playwright drives (executable_path=/usr/bin/chromium)
+  chromium        # web domain: the browser Playwright drives and autoresearch's report test (executable_path=/usr/bin/chromium)
   xvfb            # os domain: a virtual X display for the desktop applications
   dbus-x11        # os domain: dbus-launch, the session bus the AT-SPI bus registers on
   at-spi2-core    # os domain: the accessibility bus (at-spi-bus-launcher, registryd)

@@ -14,7 +14,9 @@ from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, TEMPLATES_ENV, Tem
 app = typer.Typer(
     name="autoresearch",
     help=(
-        "System-prompt templates for world-model data. The active set (v0 for RL, v1 for CPT, v2..v11 "
+        "Evolve and review the world model's system-prompt templates (run, status, report, approve, "
+        "export) and inspect template sets (templates, show, check). The active set (v0 for RL, v1 for "
+        "CPT, v2..v11 "
         f"sampled per SFT sample) is the folder in ${TEMPLATES_ENV}, else the seed set shipped with worldline."
     ),
     no_args_is_help=True,
@@ -67,8 +69,18 @@ def check_set(folder: Annotated[Path, typer.Argument(help="A template set folder
     console.print(f"[green]ok[/green]: {len(tset.templates)} template(s) in {tset.folder}")
 
 
+# The experiment commands (run, status, report, approve, export) live in their own module.
+from prompt_autoresearch import cli_experiment  # noqa: E402
+
+cli_experiment.register(app)
+
+
 def main() -> None:
     app()
 
 
 __all__ = ["SEED_TEMPLATES_DIR", "app", "main"]
+
+
+if __name__ == "__main__":
+    main()
