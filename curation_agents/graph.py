@@ -15,7 +15,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from curation_agents.align import align_episode
-from curation_agents.denoise import denoise_record
+from curation_agents.denoise import normalise_record, redact_record
 from curation_agents.formats import (
     Format,
     agentworldbench,
@@ -37,6 +37,7 @@ from curation_agents.model import (
     Stage,
     StageFailure,
 )
+from curation_agents.redact import redact
 from curation_agents.score import score_episode
 from curation_agents.segment import segment_record
 from schemas import Trajectory
@@ -124,12 +125,19 @@ def _guarded(stage: Stage, fn: NodeFn) -> NodeFn:
 
 
 def _fail(state: CleanState, stage: Stage, reason: Reason, detail: str) -> dict[str, Any]:
-    entry: QuarantineEntry = {"stage": stage.value, "reason": reason.value, "detail": detail, "episode": None}
+    # Details quote exceptions, which may quote the record: redact them like any other text.
+    entry: QuarantineEntry = {
+        "stage": stage.value,
+        "reason": reason.value,
+        "detail": redact(detail),
+        "episode": None,
+    }
     return {"failed": True, "quarantine": [*state.get("quarantine", []), entry], "payload": None}
 
 
 def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = None) -> Any:
     """Compile the cleaner graph. `curator` (an LLMCurator) enables the LLM-backed align and score."""
+    pii = frozenset(config.pii)
 
     def ingest(state: CleanState) -> dict[str, Any]:
         failure = state.get("preflight")
@@ -138,11 +146,19 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
         parsed = parse_payload(state["record"]["format"], state["payload"], config)
         if len(parsed.get("turns", [])) > config.limits.max_turns:
             raise StageFailure(Reason.TOO_LARGE, f"more than {config.limits.max_turns} turns")
-        return {"parsed": parsed, "payload": None}
+        # Redacted before the node returns: the checkpoint written after ingest holds no secret.
+        counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
+        parsed = redact_record(parsed, counts, pii)
+        return {
+            "parsed": parsed,
+            "payload": None,
+            "redactions": sum(counts.values()),
+            "redaction_kinds": dict(counts),
+        }
 
     def denoise(state: CleanState) -> dict[str, Any]:
-        counts: Counter[str] = Counter()
-        parsed = denoise_record(state["parsed"], counts)
+        counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
+        parsed = normalise_record(state["parsed"], counts, pii)
         return {"parsed": parsed, "redactions": sum(counts.values()), "redaction_kinds": dict(counts)}
 
     def segment(state: CleanState) -> dict[str, Any]:
@@ -203,7 +219,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
                     {
                         "stage": Stage.SCORE.value,
                         "reason": verdict.reason.value,
-                        "detail": verdict.detail,
+                        "detail": redact(verdict.detail),
                         "episode": index,
                     }
                 )

@@ -46,6 +46,11 @@ class RawRecord:
     failure: StageFailure | None = None
 
 
+def is_file_payload(payload: Any) -> bool:
+    """Whether a record's payload is a whole file still on disk (`{"path": ...}`), not decoded JSON."""
+    return isinstance(payload, dict) and len(payload) == 1 and isinstance(payload.get("path"), str)
+
+
 def discover(paths: list[str]) -> Iterator[tuple[Path, str]]:
     """(file, dataset path) for every input; directories are walked in sorted order.
 

@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.graph import build_graph
 from curation_agents.model import CleanConfig, CleanState, RecordRef
-from curation_agents.reader import RawRecord, discover, iter_records
+from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
+from curation_agents.redact import redact, redact_json
 from schemas import ShardWriter, Trajectory
 from schemas.shards import atomic_write_json, iter_record_batches, read_manifest
 
@@ -113,7 +114,19 @@ class GraphRunner:
         self.finished_threads: list[str] = []
 
     def run(self, raw: RawRecord, ref: RecordRef) -> Outcome:
-        state: CleanState = {"record": ref, "payload": raw.payload, "quarantine": [], "failed": False}
+        # Decoded records are redacted before the graph sees them: the graph's input is checkpointed too.
+        counts: Counter[str] = Counter()
+        payload = raw.payload
+        if not is_file_payload(payload):
+            payload = redact_json(payload, counts, frozenset(self.config.pii))
+        state: CleanState = {
+            "record": ref,
+            "payload": payload,
+            "quarantine": [],
+            "failed": False,
+            "redactions": sum(counts.values()),
+            "redaction_kinds": dict(counts),
+        }
         if raw.failure is not None:
             state["preflight"] = {"reason": raw.failure.reason.value, "detail": raw.failure.detail}
         if self.direct is not None:
@@ -255,7 +268,7 @@ class CleanRun:
                 "format": rec["format"],
                 "stage": q["stage"],
                 "reason": q["reason"],
-                "detail": q["detail"],
+                "detail": redact(q["detail"]),
                 "episode": q.get("episode"),
                 "record_outcome": record_outcome,
             }

@@ -14,6 +14,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from curation_agents.denoise import NO_ECHO_PROMPT
 from curation_agents.formats.common import source_time
 from curation_agents.formats.common import turn as make_turn
 from curation_agents.model import CleanConfig, ParsedRecord, RawTurn
@@ -25,7 +26,7 @@ PROMPT = re.compile(
 )
 LOOSE_PROMPT = re.compile(r"^[#$%] ")
 CONTINUATION_PROMPTS = frozenset({">", "...", "->"})
-PASSWORD_PROMPT = re.compile(r"(?i)(?:password|passphrase|passcode|pin)[^\n:]{0,60}:\s*$")
+PASSWORD_PROMPT = NO_ECHO_PROMPT
 HARNESS_SUFFIX = re.compile(r"\s*;\s*tmux wait -S \S+\s*$")
 SESSION_END = re.compile(r"^(?:exit|logout|\^D)(?:\s+\d+)?$")
 _INPUT_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?")
