@@ -26,7 +26,7 @@ from curation_agents.formats import (
     swe_agent,
     webarena,
 )
-from curation_agents.formats.common import open_binary
+from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, open_binary
 from curation_agents.formats.terminal import parse_asciicast, parse_typescript
 from curation_agents.model import (
     CleanConfig,
@@ -103,7 +103,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
     }
     parser = parsers.get(fmt)
     if parser is None:
-        raise StageFailure(Reason.UNKNOWN_FORMAT, f"no parser for format {fmt!r}")
+        raise StageFailure(Reason.UNSUPPORTED_FORMAT, f"no parser for format {fmt!r}")
     return parser(payload)
 
 
@@ -117,6 +117,8 @@ def _guarded(stage: Stage, fn: NodeFn) -> NodeFn:
             return _fail(state, stage, Reason.TOO_DEEP, "structure nested too deeply to process")
         except MemoryError:
             return _fail(state, stage, Reason.TOO_LARGE, "record does not fit in memory")
+        except CORRUPT_INPUT_ERRORS as exc:
+            return _fail(state, stage, Reason.CORRUPT_INPUT, f"{type(exc).__name__}: {exc}"[:500])
         except Exception as exc:
             return _fail(state, stage, Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:500])
 

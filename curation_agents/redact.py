@@ -26,8 +26,6 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 PII_CLASSES = ("email", "phone", "ip")
@@ -71,9 +69,11 @@ _TYPE_WORDS = frozenset(
     }
 )
 
-# (kind, pattern). A pattern may have a group named `keep` (a prefix such as `--password=`) that stays,
-# and a group named `val` (the secret itself) that a value filter inspects. Earlier entries win where
-# patterns overlap, so the specific kinds come first.
+# (kind, pattern). The secret is the group `val` when a pattern has one (the text around it, such as
+# `--password=` or a JSON key, stays), else the whole match. A group `sep` marks an assignment operator
+# and `kw` a credential word that ends a key name; the value filter reads both. Every pattern starts at
+# a literal or a rare character, so the combined pattern stays fast on long text; earlier entries win
+# where patterns overlap, so the specific kinds come first.
 _PATTERNS: list[tuple[str, str]] = [
     (
         # Whole blocks, LF or CRLF. A block cut off before its END line runs to the end of the text, or
@@ -85,105 +85,93 @@ _PATTERNS: list[tuple[str, str]] = [
     ("private_key", r"PuTTY-User-Key-File-\d: [^\"]*?(?:Private-MAC: [0-9a-f]+|(?=\")|\Z)"),
     ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ABIA|ACCA|A3T[A-Z0-9])[0-9A-Z]{16}\b"),
     ("aws_session_token", r"\b(?:FwoGZXIvYXdz|IQoJb3JpZ2lu)[A-Za-z0-9/+=]{40,}"),
-    (
-        "github_token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9_]{30,255}|github_pat_[A-Za-z0-9_]{22,255})",
-    ),
+    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9_]{30,255}|github_pat_[A-Za-z0-9_]{22,255})"),
     (
         "api_key",
         r"\b(?:sk-(?:ant-|proj-|live-|test-|svcacct-)?[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{35}"
         r"|xox[abposre]-[A-Za-z0-9\-]{10,}|(?:glpat|gldt|glrt|glptt)-[A-Za-z0-9_\-]{20,}|hf_[A-Za-z0-9]{30,}"
         r"|[rs]k_(?:live|test)_[0-9A-Za-z]{16,}|HRKU-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{36}"
         r"|pypi-AgE[A-Za-z0-9_\-]{50,}|SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}|sq0csp-[0-9A-Za-z_\-]{43}"
-        r"|dop_v1_[a-f0-9]{64}|shpat_[a-fA-F0-9]{32}|AccountKey=[A-Za-z0-9+/=]{86,88}|\b[0-9a-f]{32}-us\d{1,2}\b)",
+        r"|dop_v1_[a-f0-9]{64}|shpat_[a-fA-F0-9]{32}|AccountKey=[A-Za-z0-9+/=]{86,88})",
     ),
+    ("api_key", r"-us\d{1,2}\b"),  # Mailchimp: 32 hex digits then -usNN (the hex part is checked below)
     ("slack_webhook", r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),
     ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     (
         "bearer_token",
-        r"(?P<keep>(?i:(?:authorization|proxy-authorization)[\"']?\s{0,3}[:=]\s{0,3}[\"']?bearer\s{1,4}))"
-        r"[A-Za-z0-9._~+/=\-]{8,}",
+        r"(?i:authorization[\"']?\s{0,3}[:=]\s{0,3}[\"']?bearer\s{1,4})(?P<val>[A-Za-z0-9._~+/=\-]{8,})",
     ),
     (
         "basic_auth",
-        r"(?P<keep>(?i:(?:authorization|proxy-authorization)[\"']?\s{0,3}[:=]\s{0,3}[\"']?(?:basic|token|digest)"
-        r"\s{1,4}))[A-Za-z0-9._~+/=\-]{6,}",
+        r"(?i:authorization[\"']?\s{0,3}[:=]\s{0,3}[\"']?(?:basic|token|digest)\s{1,4})"
+        r"(?P<val>[A-Za-z0-9._~+/=\-]{6,})",
     ),
     (
         "api_key",
-        r"(?P<keep>(?i:\bx-(?:api-key|auth-token|access-token|api-token)[\"']?\s{0,3}[:=]\s{0,3}[\"']?))"
-        r"[A-Za-z0-9._~+/=\-]{8,}",
+        r"(?i:\bx-(?:api-key|auth-token|access-token|api-token)[\"']?\s{0,3}[:=]\s{0,3}[\"']?)"
+        r"(?P<val>[A-Za-z0-9._~+/=\-]{8,})",
     ),
-    (
-        "url_credentials",
-        r"(?P<keep>[a-z][a-z0-9+.\-]{1,20}://[^\s:/@'\"\\]{1,128}:)[^\s@/'\"\\]{1,256}(?=@)",
-    ),
+    # user:password@ in URLs; the scheme and the user stay.
+    ("url_credentials", r"://[^\s:/@'\"\\]{1,128}:(?P<val>[^\s@/'\"\\]{1,256})(?=@)"),
     (
         # curl -u user:pw / --user user:pw: the user stays, the password goes.
         "password",
-        r"(?P<keep>\b(?:curl|wget|http)\b[^\n|;&]{0,300}?(?:\s-u\s{0,4}|\s--user[= ]\s{0,4}|\s--http-user=\S+"
-        r"\s--http-password=)['\"]?[^\s:'\"\\]{1,128}:)(?P<val>[^\s'\"\\]{1,256})",
+        r"\b(?:curl|wget|http)\b[^\n|;&]{0,300}?(?:\s-u\s{0,4}|\s--user[= ]\s{0,4})['\"]?[^\s:'\"\\]{1,128}:"
+        r"(?P<val>[^\s'\"\\]{1,256})",
     ),
     (
         # docker / podman / helm login -p SECRET (the short flag names the password there).
         "password",
-        r"(?P<keep>\b(?:docker|podman|helm|buildah|skopeo|oras)\s+(?:registry\s+)?login\b[^\n|;&]{0,200}?\s-p"
-        r"(?:\s{1,4}|=))(?P<val>\"[^\"\n\\]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'\\]{1,256})",
+        r"\b(?:docker|podman|helm|buildah|skopeo|oras)\s+(?:registry\s+)?login\b[^\n|;&]{0,200}?\s-p"
+        r"(?:\s{1,4}|=)(?P<val>\"[^\"\n\\]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'\\]{1,256})",
     ),
     (
         # Credentials handed to programs on the command line.
         "password",
-        r"(?P<keep>(?i:(?<![\w-])--?(?:password|passwd|pass|pwd|token|secret|api[-_]?key|access[-_]?token"
-        r"|auth[-_]?token|client[-_]?secret)(?:=|\s{1,4}))|(?:\bsshpass\s{1,4}-p\s{0,4})"
-        r"|(?:\bmysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p(?=[^\s-])))"
+        r"(?:(?<![\w-])--?(?i:password|passwd|pass|pwd|token|secret|api[-_]?key|access[-_]?token"
+        r"|auth[-_]?token|client[-_]?secret)(?:=|\s{1,4})|\bsshpass\s{1,4}-p\s{0,4}"
+        r"|\bmysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p(?=[^\s-]))"
         r"(?P<val>\"[^\"\n\\]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'\\][^\s\"'\\]{0,255})",
     ),
     (
         # "password": "..." in JSON or a Python dict, also inside a JSON string (\"password\": \"...\");
         # the quotes and the key stay, so JSON stays valid.
         "password",
-        r"(?P<keep>\\{0,3}[\"'][\w\-]{0,40}(?i:"
-        + _KEY_SUFFIX
-        + r")\\{0,3}[\"']\s{0,3}[:=]>?\s{0,3}\\{0,3}[\"'])"
+        r"(?P<kw>(?i:" + _KEY_SUFFIX + r"))\\{0,3}[\"']\s{0,3}[:=]>?\s{0,3}\\{0,3}[\"']"
         r"(?P<val>(?:[^\"'\\\s]|\\u[0-9a-fA-F]{4}|\\/){3,4096})(?=\\{0,3}[\"'])",
     ),
     (
         # Assignments in shells, env files, config files and code: DB_PASSWORD=..., password: ..., token = "...".
         "password",
-        r"(?P<keep>(?<![\w\-\"'])[A-Za-z0-9_.\-]{0,60}(?i:"
-        + _KEY_SUFFIX
-        + r")(?P<sep>\s{0,3}(?::=|:(?![:=])|(?<![=!<>])=(?![=>~]))\s{0,3}))"
+        r"(?P<kw>(?i:" + _KEY_SUFFIX + r"))(?P<sep>\s{0,3}(?::=|:(?![:=])|(?<![=!<>])=(?![=>~]))\s{0,3})"
         r"(?P<val>\"[^\"\n\\]{1,512}\"|'[^'\n\\]{1,512}'|[^\s\"'\\,;)}\]][^\s\"'\\,;)}\]]{0,511})",
     ),
-    (
-        "email",
-        r"\b(?!(?:git|hg|ssh|svn)@)[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*"
-        r"\.[A-Za-z]{2,24}\b(?!:[\w~/.\-])(?!\.\w)",
-    ),
 ]
 
-# PII classes that a run may switch on or off; email is in the table above (always compiled, filtered).
-_PII_PATTERNS: list[tuple[str, str]] = [
-    (
-        "phone",
-        r"(?<![\w+./:#=-])(?:\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]\d{2,4}){1,4}"
-        r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w./:-])",
-    ),
-    (
-        "ip",
-        r"(?<![\w.:])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.]|\.\d)"
-        r"|(?<![\w:])(?:[0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}(?![\w:])",
-    ),
-]
+# Personal data, each class on its own so a run switches it on or off and text without its hint skips it.
+_PII_PATTERNS: dict[str, str] = {
+    # Anchored at "@"; the local part is found by scanning back (a regex that starts at every letter is
+    # slow). An scp-style remote (git@host:org/repo) is not an email.
+    "email": r"@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b(?!:[\w~/.\-])(?!\.\w)",
+    "phone": r"(?<![\w+./:#=-])(?:\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]\d{2,4}){1,4}"
+    r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w./:-])",
+    "ip": r"(?<![\w.:])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.]|\.\d)"
+    r"|(?<![\w:])(?:[0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}(?![\w:])",
+}
 
-_ALL = _PATTERNS + _PII_PATTERNS
-_KIND = [kind for kind, _ in _ALL]
-_COMBINED = re.compile(
-    "|".join(
-        f"(?P<k{i}>{pat.replace('(?P<keep>', f'(?P<keep{i}>').replace('(?P<val>', f'(?P<val{i}>').replace('(?P<sep>', f'(?P<sep{i}>')})"
-        for i, (_, pat) in enumerate(_ALL)
-    )
-)
+
+def _numbered(index: int, pattern: str) -> str:
+    for group in ("val", "sep", "kw"):
+        pattern = pattern.replace(f"(?P<{group}>", f"(?P<{group}{index}>")
+    return pattern
+
+
+_KIND = [kind for kind, _ in _PATTERNS]
+_COMBINED = re.compile("|".join(f"(?P<k{i}>{_numbered(i, pat)})" for i, (_, pat) in enumerate(_PATTERNS)))
+_PII = {kind: re.compile(pattern) for kind, pattern in _PII_PATTERNS.items()}
+_EMAIL_LOCAL = re.compile(r"[A-Za-z0-9._%+\-]{1,64}$")
+_NAME_BEFORE = re.compile(r"[A-Za-z0-9_.\-]{0,60}$")
+_MAILCHIMP_HEX = re.compile(r"(?<![0-9a-z])[0-9a-f]{32}$")
 
 # AWS secret access keys have no prefix: 40 characters of base64 with mixed case. They are redacted when
 # an access key id or the words "aws" + "secret" are near, so git SHAs (lower-case hex) and unrelated
@@ -191,11 +179,11 @@ _COMBINED = re.compile(
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_CONTEXT = re.compile(r"(?i)(?:AKIA|ASIA)[0-9A-Z]{16}|aws.{0,40}secret|secret.{0,20}access")
 
-# Cheap pre-check: text that cannot match any pattern skips the regex. Exact (a necessary condition): no
-# pattern matches fewer than _SHORTEST_MATCH characters, and on ASCII text every non-PII pattern needs one
-# of these lower-cased literals, or an "@" with a "." after it (emails) or "://" (credentials in URLs).
-# Non-ASCII text skips the literal check: case-insensitive matching folds characters such as U+212A
-# (Kelvin) into "k". PII patterns have their own digit checks.
+# Cheap pre-check: text that cannot match any secret pattern skips the regex. Exact (a necessary
+# condition): no pattern matches fewer than _SHORTEST_MATCH characters, and on ASCII text every pattern
+# needs one of these lower-cased literals or "://" (credentials in URLs). Non-ASCII text skips the
+# literal check: case-insensitive matching folds characters such as U+212A (Kelvin) into "k". PII classes
+# have their own hints.
 _SHORTEST_MATCH = 6
 _ASCII_NEEDLES = (
     "-----begin",
@@ -231,6 +219,7 @@ _ASCII_NEEDLES = (
     "eyj",
     "authorization",
     "x-a",
+    "://",
     "curl",
     "wget",
     "http",
@@ -244,18 +233,18 @@ _ASCII_NEEDLES = (
     "credential",
 )
 _ASCII_NEEDLE = re.compile("|".join(re.escape(needle) for needle in _ASCII_NEEDLES))
-_PHONE_HINT = re.compile(r"\d{3}[ .\-)]|\+\d")
-_IP_HINT = re.compile(r"\d\.\d|[0-9a-fA-F]:[0-9a-fA-F]")
+_PII_HINT = {
+    "email": re.compile(r"@"),
+    "phone": re.compile(r"\d{3}[ .\-)]|\+\d"),
+    "ip": re.compile(r"\d\.\d|[0-9a-fA-F]:[0-9a-fA-F]"),
+}
 
 
 def may_contain_secret(text: str) -> bool:
-    """False only when no non-PII redaction pattern can match TEXT; a fast filter in front of the regex."""
+    """False only when no secret pattern can match TEXT; a fast filter in front of the regex."""
     if len(text) < _SHORTEST_MATCH:
         return False
     if not text.isascii():
-        return True
-    at = text.find("@")
-    if at >= 0 and (text.find(".", at) >= 0 or "://" in text):
         return True
     return _ASCII_NEEDLE.search(text.lower()) is not None
 
@@ -264,11 +253,10 @@ def marker(kind: str) -> str:
     return f"{MARKER_PREFIX}{kind}]"
 
 
-def _is_secret_value(value: str, sep: str | None, keep: str) -> bool:
+def _is_secret_value(value: str, sep: str | None, name: str) -> bool:
     """Whether the value of a credential-named key or flag is a secret rather than code or a placeholder.
 
-    `sep` is the assignment operator with its spaces (None for a command-line flag), `keep` the text
-    before the value (it ends with the key name and `sep`).
+    `sep` is the assignment operator with its spaces (None for a flag or a quoted key), `name` the key.
     """
     quoted = len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]
     inner = value[1:-1] if quoted else value
@@ -279,7 +267,6 @@ def _is_secret_value(value: str, sep: str | None, keep: str) -> bool:
         return len(inner.split()) < 3
     if sep is None:
         return True  # a command-line flag's argument
-    name = re.split(r"[^\w\-]", keep[: len(keep) - len(sep)])[-1]
     op = sep.strip()
     if inner.lower() in _TYPE_WORDS or inner.lower() == name.lower():
         return False  # password: str, password=password: an annotation, a variable passed on
@@ -296,36 +283,77 @@ _EXPRESSION = re.compile(r"[(\[]|^[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$
 _PLAIN_WORD = re.compile(r"^[A-Za-z_]+$")
 
 
-@lru_cache(maxsize=16)
-def _substituter(pii: frozenset[str]) -> Callable[[re.Match[str], Counter[str] | None], str]:
-    def substitute(m: re.Match[str], counts: Counter[str] | None) -> str:
-        name = m.lastgroup or ""
-        index = int(name[1:])
+Replacement = tuple[int, int, str]  # (start, end, kind) of a secret in the text
+
+
+def _secret_spans(text: str) -> list[Replacement]:
+    spans: list[Replacement] = []
+    last = 0
+    for m in _COMBINED.finditer(text):
+        index = int((m.lastgroup or "k0")[1:])
         kind = _KIND[index]
-        if kind in PII_CLASSES and kind not in pii:
-            return m.group(0)
-        groups = m.groupdict()
-        keep = groups.get(f"keep{index}") or ""
-        if m.group(0).startswith(MARKER_PREFIX, len(keep)):
-            return m.group(0)  # already redacted: a marker is never a secret, nor counted twice
-        value = groups.get(f"val{index}")
-        if value is not None:
-            if not _is_secret_value(value, groups.get(f"sep{index}"), keep):
-                return m.group(0)
-            if kind == "password" and keep and value[:1] in "\"'" and value[-1:] == value[:1]:
-                # Keep the quotes: the text around stays well-formed (shell, JSON, code).
-                if counts is not None:
-                    counts[kind] += 1
-                return keep + value[0] + marker(kind) + value[0]
+        value = m.group(f"val{index}") if f"val{index}" in m.re.groupindex else None
+        if value is None:
+            start, end = m.span()
+            if kind == "api_key" and text.startswith("-us", start):
+                hexpart = _MAILCHIMP_HEX.search(text, max(0, start - 32), start)
+                if hexpart is None:
+                    continue
+                start = hexpart.start()
+        else:
+            start, end = m.span(f"val{index}")
+            kw = m.group(f"kw{index}") if f"kw{index}" in m.re.groupindex else None
+            name = kw or ""
+            if kw is not None:
+                before = _NAME_BEFORE.search(text, max(0, m.start() - 60), m.start())
+                name = (before.group(0) if before else "") + kw
+            sep = m.group(f"sep{index}") if f"sep{index}" in m.re.groupindex else None
+            if value.startswith(MARKER_PREFIX) or not _is_secret_value(value, sep, name):
+                continue
+            if len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]:
+                start, end = start + 1, end - 1  # keep the quotes: shell, JSON and code stay well-formed
+        if start < last or text.startswith(MARKER_PREFIX, start):
+            continue
+        spans.append((start, end, kind))
+        last = end
+    return spans
+
+
+def _pii_spans(text: str, kind: str) -> list[Replacement]:
+    spans: list[Replacement] = []
+    for m in _PII[kind].finditer(text):
+        start, end = m.span()
+        if kind == "email":
+            local = _EMAIL_LOCAL.search(text, max(0, start - 64), start)
+            if local is None:
+                continue
+            part = local.group(0).lstrip("._%+-")
+            if not part or part.lower() in ("git", "hg", "ssh", "svn"):
+                continue
+            start = start - len(part)
         elif kind == "phone" and not 9 <= sum(c.isdigit() for c in m.group(0)) <= 15:
-            return m.group(0)
+            continue
         elif kind == "ip" and m.group(0).startswith(("127.", "0.", "255.")):
-            return m.group(0)
+            continue
+        spans.append((start, end, kind))
+    return spans
+
+
+def _apply(text: str, spans: list[Replacement], counts: Counter[str] | None) -> str:
+    if not spans:
+        return text
+    pieces: list[str] = []
+    last = 0
+    for start, end, kind in spans:
+        if start < last:
+            continue
+        pieces.append(text[last:start])
+        pieces.append(marker(kind))
         if counts is not None:
             counts[kind] += 1
-        return keep + marker(kind)
-
-    return substitute
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _redact_aws_secrets(text: str, counts: Counter[str] | None) -> str:
@@ -343,20 +371,15 @@ def _redact_aws_secrets(text: str, counts: Counter[str] | None) -> str:
 
 def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> str:
     """`text` with secrets and the PII classes in `pii` replaced by markers; `counts` gains one per secret."""
-    secret_possible = may_contain_secret(text)
-    pii_possible = bool(pii) and (
-        ("email" in pii and "@" in text)
-        or ("phone" in pii and _PHONE_HINT.search(text) is not None)
-        or ("ip" in pii and _IP_HINT.search(text) is not None)
-    )
-    if not (secret_possible or pii_possible):
-        return text
-    aws = secret_possible and _AWS_CONTEXT.search(text) is not None
-    substitute = _substituter(pii)
-    out = _COMBINED.sub(lambda m: substitute(m, counts), text)
-    if aws:
-        out = _redact_aws_secrets(out, counts)
-    return out
+    if may_contain_secret(text):
+        aws = _AWS_CONTEXT.search(text) is not None
+        text = _apply(text, _secret_spans(text), counts)
+        if aws:
+            text = _redact_aws_secrets(text, counts)
+    for kind in PII_CLASSES:
+        if kind in pii and _PII_HINT[kind].search(text) is not None:
+            text = _apply(text, _pii_spans(text, kind), counts)
+    return text
 
 
 def redact_json(value: Any, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> Any:

@@ -48,6 +48,11 @@ class TerminalScreen:
         self.rows: list[str] = [""]
         self.row = 0
         self.col = 0
+        # Text appended at the end of a row is collected here and joined once (see _write): re-building
+        # the row string per token would make one long line cost quadratic time.
+        self._tail: list[str] = []
+        self._tail_row = -1
+        self._tail_end = 0
         self._alt: pyte.Screen | None = None
         self._alt_stream: pyte.Stream | None = None
         self.alt_screen_entered = 0  # how many full-screen programs ran
@@ -59,10 +64,18 @@ class TerminalScreen:
     @property
     def current_line(self) -> str:
         """The row under the cursor as drawn, trailing spaces included (a prompt ends in one)."""
+        self._flush()
         return self.rows[self.row]
+
+    def _flush(self) -> None:
+        if self._tail:
+            self.rows[self._tail_row] += "".join(self._tail)
+            self._tail = []
+        self._tail_row = -1
 
     def take_finished(self) -> list[str]:
         """The finished lines above the cursor, right-stripped; they are removed from the screen."""
+        self._flush()
         done = [r.rstrip() for r in self.rows[: self.row]]
         del self.rows[: self.row]
         self.row = 0
@@ -70,6 +83,7 @@ class TerminalScreen:
 
     def take_all(self) -> list[str]:
         """Every line including the current one (end of a recording)."""
+        self._flush()
         lines = [r.rstrip() for r in self.rows]
         self.rows, self.row, self.col = [""], 0, 0
         while lines and not lines[-1]:
@@ -107,10 +121,18 @@ class TerminalScreen:
         return len(data)
 
     def _write(self, text: str) -> None:
+        if self._tail_row == self.row and self.col == self._tail_end:
+            self._tail.append(text)  # appending to the row being written, the common case
+            self._tail_end += len(text)
+            self.col = self._tail_end
+            return
+        self._flush()
         rows, row, col = self.rows, self.row, self.col
         line = rows[row]
-        if col >= len(line):  # appending, the common case
-            rows[row] = (line + " " * (col - len(line)) + text) if col > len(line) else line + text
+        if col >= len(line):
+            self._tail = [" " * (col - len(line)) + text] if col > len(line) else [text]
+            self._tail_row = row
+            self._tail_end = col + len(text)
         else:
             rows[row] = line[:col] + text + line[col + len(text) :]
         self.col = col + len(text)
@@ -136,6 +158,7 @@ class TerminalScreen:
     def _csi(self, params: str, final: str) -> None:
         if final == "m":
             return
+        self._flush()
         if params.startswith("?") and final in "hl":
             modes = set(params[1:].split(";"))
             if final == "h" and modes & _ALT_SCREEN_MODES:
@@ -212,6 +235,7 @@ class TerminalScreen:
         self._alt_stream.feed(data[pos:end])
         if m is None:
             return len(data)
+        self._flush()
         screen_lines = [line.rstrip() for line in self._alt.display]
         while screen_lines and not screen_lines[-1]:
             screen_lines.pop()

@@ -107,7 +107,7 @@ def test_hostile_nesting_and_oversized_records_are_quarantined(tmp_path: Path) -
     reasons = [
         r.failure.reason.value if r.failure else None for r in iter_records(tmp_path / "big.jsonl", LIMITS)
     ]
-    assert reasons == ["too_large", "unknown_format", "too_large"]
+    assert reasons == ["too_large", "unsupported_format", "too_large"]
     big_array = (
         b"["
         + b",".join([json.dumps({"conversations": [{"from": "human", "value": "q" * 1000}]}).encode()] * 400)

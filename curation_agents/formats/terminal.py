@@ -43,7 +43,7 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
     """Stream an asciicast file line by line; v3 event times are intervals and are made absolute."""
     events: list[list[Any]] = []
     total = 0
-    with open_binary(path) as fh:
+    with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
         header_line = fh.readline(limits.max_record_bytes + 1)
         try:
             header = json.loads(header_line)
@@ -153,7 +153,7 @@ def looks_like_timing(head: bytes) -> bool:
 
 def parse_typescript(path: str, limits: Limits) -> ParsedRecord:
     """A `script` log: output only, or output and input when the timing file marks I/O chunks."""
-    with open_binary(path) as fh:
+    with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
         data = fh.read(limits.max_record_bytes + 1)
     if len(data) > limits.max_record_bytes:
         raise StageFailure(Reason.TOO_LARGE, f"typescript exceeds {limits.max_record_bytes} bytes")
