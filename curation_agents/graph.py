@@ -146,8 +146,15 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
         if failure:
             raise StageFailure(Reason(failure["reason"]), failure["detail"])
         parsed = parse_payload(state["record"]["format"], state["payload"], config)
-        if len(parsed.get("turns", [])) > config.limits.max_turns:
+        turns = parsed.get("turns", [])
+        if len(turns) > config.limits.max_turns:
             raise StageFailure(Reason.TOO_LARGE, f"more than {config.limits.max_turns} turns")
+        if turns and not any(t.get("action_kind") != "empty" for t in turns):
+            raise StageFailure(
+                Reason.UNSUPPORTED_FORMAT,
+                f"{len(turns)} message(s) but no action in a dialect the cleaner reads (OpenAI tool_calls or "
+                "function_call, Anthropic tool_use, MCP tools/call, fenced shell blocks)",
+            )
         # Redacted before the node returns: the checkpoint written after ingest holds no secret.
         counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
         parsed = redact_record(parsed, counts, pii)

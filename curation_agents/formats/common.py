@@ -15,26 +15,74 @@ _BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DO
 
 
 def content_text(content: Any) -> str:
-    """OpenAI / Anthropic message content (a string or a list of parts) as plain text."""
+    """OpenAI / Anthropic / MCP message content (a string or a list of parts) as plain text.
+
+    Parts without text are described rather than dropped: images and audio by mime type and size,
+    MCP embedded resources by URI (with their text when they carry it), resource links by name, URI,
+    mime type and size.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                text = part.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-                elif part.get("type") in ("image", "image_url"):
-                    parts.append("[image]")
-        return "\n".join(parts)
+        parts = [content_part_text(part) for part in content]
+        return "\n".join(p for p in parts if p)
     if isinstance(content, dict):
+        if "type" in content:
+            return content_part_text(content)
         return content_text(content.get("text") or content.get("content"))
     return str(content)
+
+
+def _size(value: Any, encoded: Any = None) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value} bytes"
+    if isinstance(encoded, str) and encoded:
+        return f"{len(encoded) * 3 // 4} bytes"  # base64
+    return "size unknown"
+
+
+def content_part_text(part: Any) -> str:
+    """One content part as text (see content_text)."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    kind = part.get("type")
+    text = part.get("text")
+    if isinstance(text, str) and kind in (None, "text", "input_text", "output_text"):
+        return text
+    if kind in ("image", "audio", "image_url", "input_image", "input_audio"):
+        source = as_dict(part.get("source"))
+        mime = part.get("mimeType") or part.get("media_type") or source.get("media_type") or "unknown type"
+        data = part.get("data") if isinstance(part.get("data"), str) else source.get("data")
+        url = as_dict(part.get("image_url")).get("url") or source.get("url")
+        if isinstance(url, str) and url.startswith("data:"):
+            mime = url[5:].split(";", 1)[0] or mime
+            data, url = url.split(",", 1)[-1], None
+        where = f", {url}" if isinstance(url, str) else ""
+        return f"[{'audio' if 'audio' in str(kind) else 'image'}: {mime}, {_size(part.get('size'), data)}{where}]"
+    if kind == "resource":
+        resource = as_dict(part.get("resource"))
+        uri = resource.get("uri") or "unknown uri"
+        mime = resource.get("mimeType") or "unknown type"
+        if isinstance(resource.get("text"), str):
+            return f"[resource: {uri} ({mime})]\n{resource['text']}"
+        return f"[resource: {uri} ({mime}, {_size(resource.get('size'), resource.get('blob'))})]"
+    if kind == "resource_link":
+        name = part.get("name") or part.get("title") or ""
+        uri = part.get("uri") or "unknown uri"
+        mime = part.get("mimeType") or "unknown type"
+        desc = f" - {part['description']}" if isinstance(part.get("description"), str) else ""
+        return f"[resource_link: {name} {uri} ({mime}, {_size(part.get('size'))}){desc}]".replace("  ", " ")
+    if kind == "tool_result":
+        return content_text(part.get("content"))
+    if kind in ("tool_use", "thinking", "redacted_thinking"):
+        return ""  # calls and hidden reasoning are read by the parsers, not shown as text
+    if isinstance(text, str):
+        return text
+    return ""
 
 
 def lenient_literal(text: Any) -> Any:
