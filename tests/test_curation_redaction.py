@@ -191,7 +191,9 @@ def test_no_secret_reaches_shards_quarantine_summary_checkpoint_or_llm(
         lambda req: '{"domain": "terminal", "score": 0.9, "why": "shell", "reasons": ["ok"]}'
     )
     monkeypatch.setattr(
-        runner_module, "_make_curator", lambda: LLMCurator(SyncLLMClient(fake_llm.config(cache_path=None)))
+        runner_module,
+        "_make_curator",
+        lambda budget=None: LLMCurator(SyncLLMClient(fake_llm.config(cache_path=None))),
     )
     out = tmp_path / "out"
     config = CleanConfig(use_llm=True, unsure_band=1.0)
