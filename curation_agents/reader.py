@@ -51,14 +51,14 @@ def is_file_payload(payload: Any) -> bool:
     return isinstance(payload, dict) and len(payload) == 1 and isinstance(payload.get("path"), str)
 
 
-def discover(paths: list[str]) -> Iterator[tuple[Path, str]]:
+def discover(paths: list[str], labels: dict[str, str] | None = None) -> Iterator[tuple[Path, str]]:
     """(file, dataset path) for every input; directories are walked in sorted order.
 
     The dataset path is relative to the argument's parent, so ids stay stable across machines. Two
     arguments with the same name (`a/logs` and `b/logs`) keep as many of their parent folders as it
     takes to tell them apart (`a/logs/...`, `b/logs/...`).
     """
-    labels = root_labels(paths)
+    labels = labels or root_labels(paths)
     for arg in paths:
         root = Path(arg)
         label = labels[arg]
