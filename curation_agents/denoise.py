@@ -55,7 +55,8 @@ def render_transcript(
         elif code == "i":
             finished = [pem.line(line, counts, pii) for line in screen.take_finished()]
             current = screen.current_line
-            typed = _TYPED.sub("*", data) if NO_ECHO_PROMPT.search(current) else redact(data, None, pii)
+            no_echo = current.rstrip().endswith(":") and NO_ECHO_PROMPT.search(current) is not None
+            typed = _TYPED.sub("*", data) if no_echo else redact(data, None, pii)
             items.append(["i", t, typed, pem.peek(current, pii), finished, screen.in_fullscreen])
         elif code == "r":
             cols, _, rows = str(data).partition("x")
@@ -69,15 +70,20 @@ def render_transcript(
 
 
 def redact_record(
-    parsed: ParsedRecord, counts: Counter[str], pii: frozenset[str] = DEFAULT_PII
+    parsed: ParsedRecord, counts: Counter[str], pii: frozenset[str] = DEFAULT_PII, texts: bool = True
 ) -> ParsedRecord:
-    """Render a terminal recording and redact every text field of a parsed record, in place."""
+    """Render a terminal recording and redact every text field of a parsed record, in place.
+
+    `texts=False` skips the text fields: for records parsed from an already redacted payload (the
+    runner redacts decoded JSON before the graph sees it), whose strings are redacted already.
+    """
     if parsed.get("events") is not None:
         parsed["transcript"] = render_transcript(
             parsed["events"], parsed.get("width", 80), parsed.get("height", 24), counts, pii
         )
         parsed["events"] = []  # the transcript replaces the raw events; free them
-    _each_text(parsed, lambda text: redact_text_or_json(text, counts, pii))
+    if texts:
+        _each_text(parsed, lambda text: redact_text_or_json(text, counts, pii))
     return parsed
 
 

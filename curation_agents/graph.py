@@ -37,7 +37,8 @@ from curation_agents.model import (
     Stage,
     StageFailure,
 )
-from curation_agents.redact import redact
+from curation_agents.reader import is_file_payload
+from curation_agents.redact import redact, redact_json
 from curation_agents.score import score_episode
 from curation_agents.segment import segment_record
 from schemas import Trajectory
@@ -145,7 +146,13 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
         failure = state.get("preflight")
         if failure:
             raise StageFailure(Reason(failure["reason"]), failure["detail"])
-        parsed = parse_payload(state["record"]["format"], state["payload"], config)
+        payload = state["payload"]
+        counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
+        # A decoded payload is redacted before it is parsed (the runner does it before checkpointing).
+        from_file = is_file_payload(payload)
+        if not from_file and not state.get("payload_redacted"):
+            payload = redact_json(payload, counts, pii)
+        parsed = parse_payload(state["record"]["format"], payload, config)
         turns = parsed.get("turns", [])
         if len(turns) > config.limits.max_turns:
             raise StageFailure(Reason.TOO_LARGE, f"more than {config.limits.max_turns} turns")
@@ -155,9 +162,9 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
                 f"{len(turns)} message(s) but no action in a dialect the cleaner reads (OpenAI tool_calls or "
                 "function_call, Anthropic tool_use, MCP tools/call, fenced shell blocks)",
             )
-        # Redacted before the node returns: the checkpoint written after ingest holds no secret.
-        counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
-        parsed = redact_record(parsed, counts, pii)
+        # Redacted before the node returns: the checkpoint written after ingest holds no secret. Text
+        # parsed from a redacted payload is redacted; a file read here is rendered and redacted now.
+        parsed = redact_record(parsed, counts, pii, texts=from_file)
         return {
             "parsed": parsed,
             "payload": None,

@@ -142,6 +142,7 @@ class CleanState(TypedDict, total=False):
 
     record: RecordRef
     payload: Any  # the raw record: decoded JSON, a text body, or terminal events
+    payload_redacted: bool  # the runner already redacted a decoded payload (before checkpointing it)
     parsed: ParsedRecord
     redactions: int
     redaction_kinds: dict[str, int]

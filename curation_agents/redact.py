@@ -116,7 +116,7 @@ _PATTERNS: list[tuple[str, str]] = [
     (
         # curl -u user:pw / --user user:pw: the user stays, the password goes.
         "password",
-        r"\b(?:curl|wget|http)\b[^\n|;&]{0,300}?(?:\s-u\s{0,4}|\s--user[= ]\s{0,4})['\"]?[^\s:'\"\\]{1,128}:"
+        r"\b(?:curl|wget)\b[^\n|;&]{0,300}?(?:\s-u\s{0,4}|\s--user[= ]\s{0,4})['\"]?[^\s:'\"\\]{1,128}:"
         r"(?P<val>[^\s'\"\\]{1,256})",
     ),
     (
@@ -180,62 +180,21 @@ _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]
 _AWS_CONTEXT = re.compile(r"(?i)(?:AKIA|ASIA)[0-9A-Z]{16}|aws.{0,40}secret|secret.{0,20}access")
 
 # Cheap pre-check: text that cannot match any secret pattern skips the regex. Exact (a necessary
-# condition): no pattern matches fewer than _SHORTEST_MATCH characters, and on ASCII text every pattern
-# needs one of these lower-cased literals or "://" (credentials in URLs). Non-ASCII text skips the
-# literal check: case-insensitive matching folds characters such as U+212A (Kelvin) into "k". PII classes
-# have their own hints.
+# condition): no pattern matches fewer than _SHORTEST_MATCH characters, and every pattern needs one of
+# the case-sensitive literals of _CASED_NEEDLE in the text, or one of _FOLDED_NEEDLE in its lower-cased
+# form (the parts matched case-insensitively), or "://" and "@" (credentials in URLs). Non-ASCII text
+# skips the literal check: case-insensitive matching folds characters such as U+212A (Kelvin) into "k".
+# PII classes have their own hints.
 _SHORTEST_MATCH = 6
-_ASCII_NEEDLES = (
-    "-----begin",
-    "putty-user-key",
-    "akia",
-    "asia",
-    "agpa",
-    "aida",
-    "aroa",
-    "abia",
-    "acca",
-    "a3t",
-    "fwogzxivyxdz",
-    "iqojb3jpz2lu",
-    "gh",
-    "sk-",
-    "sk_",
-    "rk_",
-    "aiza",
-    "xox",
-    "gl",
-    "hf_",
-    "hrku-",
-    "npm_",
-    "pypi-",
-    "sg.",
-    "sq0csp-",
-    "dop_v1_",
-    "shpat_",
-    "accountkey=",
-    "-us",
-    "hooks.slack",
-    "eyj",
-    "authorization",
-    "x-a",
-    "://",
-    "curl",
-    "wget",
-    "http",
-    "login",
-    "pass",
-    "pwd",
-    "token",
-    "secret",
-    "key",
-    "mysql",
-    "credential",
+_CASED_NEEDLE = re.compile(
+    r"-----BEGIN|PuTTY-User-Key|A(?:KIA|SIA|GPA|IDA|ROA|BIA|CCA|3T|Iza|ccountKey=)|FwoGZXIvYXdz|IQoJb3JpZ2lu"
+    r"|gh[pousr]_|github_pat_|sk-|k_(?:live|test)_|xox|gl(?:pat|dt|rt|ptt)-|hf_|HRKU-|npm_|pypi-|SG\.|sq0csp-"
+    r"|dop_v1_|shpat_|-us\d|hooks\.slack|eyJ|curl|wget|mysql|login"
 )
-_ASCII_NEEDLE = re.compile("|".join(re.escape(needle) for needle in _ASCII_NEEDLES))
+_FOLDED_NEEDLE = re.compile(r"authorization|x-a(?:pi|uth|ccess)|pass|pwd|token|secret|key|credential")
 _PII_HINT = {
     "email": re.compile(r"@"),
-    "phone": re.compile(r"\d{3}[ .\-)]|\+\d"),
+    "phone": re.compile(r"\+\d|\(\d{3}\)|\d{3}[\-.]\d{3}"),
     "ip": re.compile(r"\d\.\d|[0-9a-fA-F]:[0-9a-fA-F]"),
 }
 
@@ -246,7 +205,9 @@ def may_contain_secret(text: str) -> bool:
         return False
     if not text.isascii():
         return True
-    return _ASCII_NEEDLE.search(text.lower()) is not None
+    if _CASED_NEEDLE.search(text) is not None or ("://" in text and "@" in text):
+        return True
+    return _FOLDED_NEEDLE.search(text.lower()) is not None
 
 
 def marker(kind: str) -> str:
@@ -449,6 +410,8 @@ class PemBlockFilter:
         self.inside = False
 
     def line(self, text: str, counts: Counter[str] | None, pii: frozenset[str] = DEFAULT_PII) -> str:
+        if not self.inside and "-----BEGIN" not in text:
+            return redact(text, counts, pii)
         if self.inside:
             end = _PEM_END.search(text)
             if end is None:
@@ -465,6 +428,8 @@ class PemBlockFilter:
 
     def peek(self, text: str, pii: frozenset[str] = DEFAULT_PII) -> str:
         """TEXT as it would be redacted, without counting or changing state (a line still being drawn)."""
+        if not self.inside and "-----BEGIN" not in text:
+            return redact(text, None, pii)
         if self.inside:
             return "" if _PEM_END.search(text) is None else redact(text, None, pii)
         begin = _PEM_BEGIN.search(text)

@@ -122,6 +122,7 @@ class GraphRunner:
         state: CleanState = {
             "record": ref,
             "payload": payload,
+            "payload_redacted": True,
             "quarantine": [],
             "failed": False,
             "redactions": sum(counts.values()),
