@@ -44,7 +44,7 @@ def render_transcript(
     without counting, since it is seen again when it is finished. Keys typed at a no-echo prompt are
     masked, so the secret never enters the transcript.
     """
-    screen = TerminalScreen(width, height)
+    screen = TerminalScreen(width, height, keep_cleared=True)
     pem = PemBlockFilter()
     items: list[TranscriptItem] = []
     last_t = 0.0

@@ -22,6 +22,20 @@ _TOKEN = re.compile(
     r"|\x1b[\x20-\x7e]?"
     r"|(?P<ctrl>[\x00-\x1f\x7f\x9b])"
 )
+# CSI sequences with private parameters that pyte does not implement and may raise on (vim 9 sends
+# modifyOtherKeys `ESC[>4;2m`, kitty keyboard queries `ESC[?u`, DECRQM `ESC[?2026$p`): they change
+# nothing on screen, so they are dropped before pyte sees them. DEC private modes (`ESC[?1049h`) stay.
+_UNSUPPORTED_PRIVATE_CSI = re.compile(r"\x1b\[(?:[<>=][0-?]*[ -/]*[@-~]|\?[0-?]*(?:[ -/]+[@-~]|[@-gi-km-~]))")
+
+
+class _TolerantScreen(pyte.Screen):
+    """pyte's screen, ignoring private-parameter variants of sequences it would reject."""
+
+    def select_graphic_rendition(self, *attrs: int, private: bool = False, **kwargs: object) -> None:
+        if not private:
+            super().select_graphic_rendition(*attrs)
+
+
 _LEAVE_ALT_SCREEN = re.compile(r"\x1b\[\?(?:[0-9;]*;)?(?:47|1047|1049)(?:;[0-9;]*)?l")
 _ALT_SCREEN_MODES = frozenset({"47", "1047", "1049"})
 _MAX_COL = 1 << 16  # cursor moves beyond this are noise; clamp so one sequence cannot allocate gigabytes
@@ -42,7 +56,7 @@ class TerminalScreen:
     under the cursor, e.g. a shell prompt with the command being typed.
     """
 
-    def __init__(self, width: int = 80, height: int = 24) -> None:
+    def __init__(self, width: int = 80, height: int = 24, keep_cleared: bool = False) -> None:
         self.width = max(2, min(width, 1000))
         self.height = max(2, min(height, 500))
         self.rows: list[str] = [""]
@@ -56,6 +70,10 @@ class TerminalScreen:
         self._alt: pyte.Screen | None = None
         self._alt_stream: pyte.Stream | None = None
         self.alt_screen_entered = 0  # how many full-screen programs ran
+        # A transcript keeps what a clear wiped (a person saw it before the clear): take_finished
+        # returns those lines first. Rendering a tool's output keeps only the final screen.
+        self.keep_cleared = keep_cleared
+        self._cleared: list[str] = []
 
     @property
     def in_fullscreen(self) -> bool:
@@ -77,6 +95,8 @@ class TerminalScreen:
         """The finished lines above the cursor, right-stripped; they are removed from the screen."""
         self._flush()
         done = [r.rstrip() for r in self.rows[: self.row]]
+        if self._cleared:
+            done, self._cleared = self._cleared + done, []
         del self.rows[: self.row]
         self.row = 0
         return done
@@ -213,6 +233,11 @@ class TerminalScreen:
             mode = n[0]
             if mode in (2, 3) or (mode == 0 and self.row == self._screen_top() and self.col == 0):
                 # A clear: what was on the screen is gone; a person now sees an empty screen.
+                if self.keep_cleared:
+                    kept = [r.rstrip() for r in self.rows]
+                    while kept and not kept[-1]:
+                        kept.pop()
+                    self._cleared.extend(kept)
                 self.rows, self.row, self.col = [""], 0, 0
             elif mode == 0:
                 self.rows[self.row] = line[: self.col]
@@ -224,7 +249,7 @@ class TerminalScreen:
 
     # -- the alternate screen ----------------------------------------------------------------------
     def _enter_alt(self) -> None:
-        self._alt = pyte.Screen(self.width, self.height)
+        self._alt = _TolerantScreen(self.width, self.height)
         self._alt_stream = pyte.Stream(self._alt)
         self.alt_screen_entered += 1
 
@@ -232,7 +257,12 @@ class TerminalScreen:
         assert self._alt is not None and self._alt_stream is not None
         m = _LEAVE_ALT_SCREEN.search(data, pos)
         end = m.start() if m else len(data)
-        self._alt_stream.feed(data[pos:end])
+        chunk = _UNSUPPORTED_PRIVATE_CSI.sub("", data[pos:end])
+        try:
+            self._alt_stream.feed(chunk)
+        except Exception:
+            # A sequence pyte cannot handle: its parser is spent; keep the screen, start a new parser.
+            self._alt_stream = pyte.Stream(self._alt)
         if m is None:
             return len(data)
         self._flush()
