@@ -7,6 +7,7 @@ the limit); everything else travels decoded. Nothing larger than one record is e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -44,6 +45,9 @@ class RawRecord:
     format: Format
     payload: Any  # {"path": ...} for whole-file records, else the decoded JSON value
     failure: StageFailure | None = None
+    # The JSON text the payload was decoded from, when the reader had it (a JSONL line): redaction can
+    # then rule a whole record out with one check instead of one per string.
+    source_text: bytes | None = None
 
 
 def is_file_payload(payload: Any) -> bool:
@@ -337,7 +341,8 @@ def _iter_jsonl(path: Path, limits: Limits) -> Iterator[RawRecord]:
             except StageFailure as failure:
                 yield RawRecord(locator, Format.UNKNOWN, None, failure)
                 continue
-            yield from _line_records(locator, obj)
+            for record in _line_records(locator, obj):
+                yield dataclasses.replace(record, source_text=line) if record.locator == locator else record
 
 
 def _line_records(locator: str, obj: Any) -> Iterator[RawRecord]:

@@ -210,6 +210,21 @@ def may_contain_secret(text: str) -> bool:
     return _FOLDED_NEEDLE.search(text.lower()) is not None
 
 
+def json_text_is_clean(source: bytes, pii: frozenset[str] = DEFAULT_PII) -> bool:
+    """True only when no string decoded from the JSON text SOURCE can need redaction.
+
+    Decoding JSON only removes quotes and backslash escapes; with no `\\u` or `\\/` escape in the
+    text, every decoded string's characters appear literally in it, so a text the pre-checks rule out
+    holds no secret in any of its strings, keys or nested JSON.
+    """
+    if b"\\u" in source or b"\\/" in source or not source.isascii():
+        return False
+    text = source.decode("ascii")
+    if may_contain_secret(text):
+        return False
+    return not any(kind in pii and _PII_HINT[kind].search(text) is not None for kind in PII_CLASSES)
+
+
 def marker(kind: str) -> str:
     return f"{MARKER_PREFIX}{kind}]"
 

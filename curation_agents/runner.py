@@ -30,7 +30,7 @@ from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.graph import build_graph
 from curation_agents.model import CleanConfig, CleanState, RecordRef
 from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
-from curation_agents.redact import redact, redact_json
+from curation_agents.redact import json_text_is_clean, redact, redact_json
 from schemas import ShardWriter, Trajectory
 from schemas.shards import atomic_write_json, iter_record_batches, read_manifest
 
@@ -117,8 +117,11 @@ class GraphRunner:
         # Decoded records are redacted before the graph sees them: the graph's input is checkpointed too.
         counts: Counter[str] = Counter()
         payload = raw.payload
-        if not is_file_payload(payload):
-            payload = redact_json(payload, counts, frozenset(self.config.pii))
+        pii = frozenset(self.config.pii)
+        if not is_file_payload(payload) and not (
+            raw.source_text is not None and json_text_is_clean(raw.source_text, pii)
+        ):
+            payload = redact_json(payload, counts, pii)
         state: CleanState = {
             "record": ref,
             "payload": payload,

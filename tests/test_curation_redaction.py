@@ -11,12 +11,20 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from curation_agents import runner as runner_module
 from curation_agents.denoise import render_transcript
 from curation_agents.llm_stages import LLMCurator
 from curation_agents.model import CleanConfig
-from curation_agents.redact import PemBlockFilter, redact, redact_json, redact_text_or_json
+from curation_agents.redact import (
+    PemBlockFilter,
+    json_text_is_clean,
+    redact,
+    redact_json,
+    redact_text_or_json,
+)
 from curation_agents.runner import CleanRun
 from tests.redaction_corpus import build_corpus
 from worldline.llm import SyncLLMClient
@@ -208,3 +216,44 @@ def test_no_secret_reaches_shards_quarantine_summary_checkpoint_or_llm(
     blob = "\n".join(blobs)
     leaked = [s for s in secrets if s in blob]
     assert not leaked, f"{len(leaked)} secrets leaked, e.g. {leaked[:3]}"
+
+
+_FRAGMENTS = [
+    "password",
+    "pass",
+    "token",
+    "key",
+    "AKIA",
+    "-----BEGIN",
+    "://",
+    "@",
+    "a@b.io",
+    "é",
+    "/",
+    "x",
+    " ",
+    "=",
+    ":",
+    "\n",
+    '"',
+    "+1 415-555-0132",
+    "ghp_",
+    "sk-",
+    "Authorization: Bearer ",
+    "0123456789abcdef" * 3,
+]
+_text = st.lists(st.sampled_from(_FRAGMENTS), max_size=8).map("".join)
+_json_values = st.recursive(
+    _text | st.integers(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values, st.booleans())
+def test_a_clean_json_text_means_nothing_to_redact(value: Any, ascii_only: bool) -> None:
+    source = json.dumps(value, ensure_ascii=ascii_only).encode()
+    if json_text_is_clean(source):
+        counts: Counter[str] = Counter()
+        assert redact_json(value, counts) == value and not counts
