@@ -122,7 +122,7 @@ _PATTERNS: list[tuple[str, str]] = [
     (
         # docker / podman / helm login -p SECRET (the short flag names the password there).
         "password",
-        r"\b(?:docker|podman|helm|buildah|skopeo|oras)\s+(?:registry\s+)?login\b[^\n|;&]{0,200}?\s-p"
+        r"\b(?:docker|podman|helm|buildah|skopeo|oras|az|cf)\s+(?:registry\s+|acr\s+)?login\b[^\n|;&]{0,200}?\s-p"
         r"(?:\s{1,4}|=)(?P<val>\"[^\"\n\\]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'\\]{1,256})",
     ),
     (
@@ -134,6 +134,13 @@ _PATTERNS: list[tuple[str, str]] = [
         r"(?P<val>\"[^\"\n\\]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'\\][^\s\"'\\]{0,255})",
     ),
     (
+        # Passwords as arguments: .netrc `password X`, redis-cli -a X, openssl -pass pass:X.
+        "password",
+        r"(?:\bmachine\s+\S+\s+(?:login\s+\S+\s+)?password\s+|\bredis-cli\b[^\n|;&]{0,200}?\s-a\s{1,4}"
+        r"|\s-pass(?:in|out)?\s{1,4}pass:)(?P<val>[^\s\"'\\]{1,256})",
+    ),
+    ("api_key", r"\bya29\.[0-9A-Za-z_\-]{20,}"),  # Google OAuth access tokens
+    (
         # "password": "..." in JSON or a Python dict, also inside a JSON string (\"password\": \"...\");
         # the quotes and the key stay, so JSON stays valid.
         "password",
@@ -144,7 +151,7 @@ _PATTERNS: list[tuple[str, str]] = [
         # Assignments in shells, env files, config files and code: DB_PASSWORD=..., password: ..., token = "...".
         "password",
         r"(?P<kw>(?i:" + _KEY_SUFFIX + r"))(?P<sep>\s{0,3}(?::=|:(?![:=])|(?<![=!<>])=(?![=>~]))\s{0,3})"
-        r"(?P<val>\"[^\"\n\\]{1,512}\"|'[^'\n\\]{1,512}'|[^\s\"'\\,;)}\]][^\s\"'\\,;)}\]]{0,511})",
+        r"(?P<val>\"[^\"\n\\]{1,512}\"|'[^'\n\\]{1,512}'|[^\s\"'\\,;)}\]&][^\s\"'\\,;)}\]&]{0,511})",
     ),
 ]
 
@@ -189,7 +196,7 @@ _SHORTEST_MATCH = 6
 _CASED_NEEDLE = re.compile(
     r"-----BEGIN|PuTTY-User-Key|A(?:KIA|SIA|GPA|IDA|ROA|BIA|CCA|3T|Iza|ccountKey=)|FwoGZXIvYXdz|IQoJb3JpZ2lu"
     r"|gh[pousr]_|github_pat_|sk-|k_(?:live|test)_|xox|gl(?:pat|dt|rt|ptt)-|hf_|HRKU-|npm_|pypi-|SG\.|sq0csp-"
-    r"|dop_v1_|shpat_|-us\d|hooks\.slack|eyJ|curl|wget|mysql|login"
+    r"|dop_v1_|shpat_|-us\d|hooks\.slack|eyJ|curl|wget|mysql|login|ya29\.|redis-cli"
 )
 _FOLDED_NEEDLE = re.compile(r"authorization|x-a(?:pi|uth|ccess)|pass|pwd|token|secret|key|credential")
 _PII_HINT = {
@@ -265,7 +272,14 @@ Replacement = tuple[int, int, str]  # (start, end, kind) of a secret in the text
 def _secret_spans(text: str) -> list[Replacement]:
     spans: list[Replacement] = []
     last = 0
-    for m in _COMBINED.finditer(text):
+    pos = 0
+    while True:
+        m = _COMBINED.search(text, pos)
+        if m is None:
+            break
+        # A candidate the filters reject must not hide a secret inside it: search again just after its
+        # start. An accepted one continues after its end.
+        pos = m.start() + 1
         index = int((m.lastgroup or "k0")[1:])
         kind = _KIND[index]
         value = m.group(f"val{index}") if f"val{index}" in m.re.groupindex else None
@@ -292,6 +306,7 @@ def _secret_spans(text: str) -> list[Replacement]:
             continue
         spans.append((start, end, kind))
         last = end
+        pos = max(pos, m.end())
     return spans
 
 

@@ -306,6 +306,32 @@ def build_corpus(seed: int = 0) -> list[Sample]:
     out.append(
         Sample("phone in ticket", f"Customer callback number: {phone}, ticket 48213", [("phone", phone)])
     )
+    netrc_pw, redis_pw, ossl_pw, az_pw = (_password(rng).replace("!", "x") for _ in range(4))
+    query_key = _mixed(rng, ALNUM, 24)
+    google = "ya29.a0" + _mixed(rng, ALNUM + "_-", 80)
+    letters_token = "FwoGZXIvYXdzE" + "".join(rng.choice(string.ascii_letters) for _ in range(120))
+    out.append(
+        Sample(
+            "credentials as arguments",
+            f"{prompt}cat ~/.netrc\r\nmachine api.example.com login deploy password {netrc_pw}\r\n"
+            f'{prompt}curl "https://api.example.com/v2/items?api_key={query_key}&page=2"\r\n'
+            f"{prompt}redis-cli -h cache -a {redis_pw} ping\r\nPONG\r\n"
+            f"{prompt}openssl rsa -in key.pem -passin pass:{ossl_pw} -noout\r\n"
+            f"{prompt}az login -u ops@example.com -p {az_pw}\r\n"
+            f"{prompt}gcloud auth print-access-token\r\n{google}\r\n"
+            f"aws_session_token = {letters_token}\r\n",
+            [
+                ("password", netrc_pw),
+                ("password", query_key),
+                ("password", redis_pw),
+                ("password", ossl_pw),
+                ("password", az_pw),
+                ("api_key", google),
+                ("aws_session_token", letters_token),
+            ],
+            ["&page=2", "redis-cli -h cache -a", "PONG"],
+        )
+    )
     # Look-alike-only samples: code and listings that name credentials without holding any.
     code = (
         "def authenticate(username: str, password: str) -> bool:\n"
