@@ -82,18 +82,19 @@ class TerminalScreen:
     @property
     def current_line(self) -> str:
         """The row under the cursor as drawn, trailing spaces included (a prompt ends in one)."""
-        self._flush()
+        if self._tail:
+            self._flush()
         return self.rows[self.row]
 
     def _flush(self) -> None:
-        if self._tail:
-            self.rows[self._tail_row] += "".join(self._tail)
-            self._tail = []
+        self.rows[self._tail_row] += "".join(self._tail)
+        self._tail = []
         self._tail_row = -1
 
     def take_finished(self) -> list[str]:
         """The finished lines above the cursor, right-stripped; they are removed from the screen."""
-        self._flush()
+        if self._tail:
+            self._flush()
         done = [r.rstrip() for r in self.rows[: self.row]]
         if self._cleared:
             done, self._cleared = self._cleared + done, []
@@ -103,7 +104,8 @@ class TerminalScreen:
 
     def take_all(self) -> list[str]:
         """Every line including the current one (end of a recording)."""
-        self._flush()
+        if self._tail:
+            self._flush()
         lines = [r.rstrip() for r in self.rows]
         self.rows, self.row, self.col = [""], 0, 0
         while lines and not lines[-1]:
@@ -146,7 +148,8 @@ class TerminalScreen:
             self._tail_end += len(text)
             self.col = self._tail_end
             return
-        self._flush()
+        if self._tail:
+            self._flush()
         rows, row, col = self.rows, self.row, self.col
         line = rows[row]
         if col >= len(line):
@@ -178,7 +181,8 @@ class TerminalScreen:
     def _csi(self, params: str, final: str) -> None:
         if final == "m":
             return
-        self._flush()
+        if self._tail:
+            self._flush()
         if params.startswith("?") and final in "hl":
             modes = set(params[1:].split(";"))
             if final == "h" and modes & _ALT_SCREEN_MODES:
@@ -265,7 +269,8 @@ class TerminalScreen:
             self._alt_stream = pyte.Stream(self._alt)
         if m is None:
             return len(data)
-        self._flush()
+        if self._tail:
+            self._flush()
         screen_lines = [line.rstrip() for line in self._alt.display]
         while screen_lines and not screen_lines[-1]:
             screen_lines.pop()

@@ -19,7 +19,10 @@ from curation_agents.denoise import render_transcript
 from curation_agents.llm_stages import LLMCurator
 from curation_agents.model import CleanConfig
 from curation_agents.redact import (
+    _PII,
+    PII_CLASSES,
     PemBlockFilter,
+    _pii_possible,
     json_text_is_clean,
     redact,
     redact_json,
@@ -257,3 +260,32 @@ def test_a_clean_json_text_means_nothing_to_redact(value: Any, ascii_only: bool)
     if json_text_is_clean(source):
         counts: Counter[str] = Counter()
         assert redact_json(value, counts) == value and not counts
+
+
+_PII_FRAGMENTS = [
+    "+",
+    "(",
+    ")",
+    "-",
+    ".",
+    ":",
+    " ",
+    "@",
+    "a",
+    "f",
+    "1",
+    "12",
+    "123",
+    "1234",
+    "555",
+    "0132",
+    "10.0.0.1",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PII_FRAGMENTS), max_size=14).map("".join))
+def test_pii_hints_never_hide_a_match(text: str) -> None:
+    for kind in PII_CLASSES:
+        if not _pii_possible(text, kind):
+            assert _PII[kind].search(text) is None, kind
