@@ -239,8 +239,19 @@ def json_text_is_clean(source: bytes, pii: frozenset[str] = DEFAULT_PII) -> bool
 
 
 def _pii_possible(text: str, kind: str) -> bool:
-    """False only when the PII pattern of KIND cannot match TEXT."""
-    return any(hint.search(text) is not None for hint in _PII_HINT[kind])
+    """False only when the PII pattern of KIND cannot match TEXT (substring tests first: they are cheap)."""
+    if kind == "email":
+        return "@" in text
+    plus, paren, dash, dot = _PII_HINT["phone"]
+    if kind == "phone":
+        return (
+            ("+" in text and plus.search(text) is not None)
+            or ("(" in text and paren.search(text) is not None)
+            or ("-" in text and dash.search(text) is not None)
+            or ("." in text and dot.search(text) is not None)
+        )
+    ipv4, ipv6 = _PII_HINT["ip"]
+    return ("." in text and ipv4.search(text) is not None) or (":" in text and ipv6.search(text) is not None)
 
 
 def marker(kind: str) -> str:
@@ -373,6 +384,8 @@ def _redact_aws_secrets(text: str, counts: Counter[str] | None) -> str:
 
 def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> str:
     """`text` with secrets and the PII classes in `pii` replaced by markers; `counts` gains one per secret."""
+    if len(text) < _SHORTEST_MATCH:
+        return text  # shorter than any secret or PII match
     if may_contain_secret(text):
         aws = _AWS_CONTEXT.search(text) is not None
         text = _apply(text, _secret_spans(text), counts)
