@@ -71,8 +71,11 @@ def infer_domain(parsed: ParsedRecord, turns: list[RawTurn]) -> tuple[Domain, bo
         return Domain(str(parsed["domain"])), False
     used = {t.get("tool_name") for t in turns if t.get("tool_name")}
     kinds = {t.get("action_kind") for t in turns}
-    if used & SWE_TOOLS or (used and used <= SHELL_TOOLS):
+    if used & SWE_TOOLS:
         return Domain.SWE, False
+    if used and used <= SHELL_TOOLS:
+        # Only shell commands: a terminal session driven by an agent (file editing tools make it SWE).
+        return Domain.TERMINAL, False
     if used and used <= SEARCH_TOOLS:
         return Domain.SEARCH, False
     if "gui" in kinds:
@@ -80,7 +83,7 @@ def infer_domain(parsed: ParsedRecord, turns: list[RawTurn]) -> tuple[Domain, bo
     if used:
         return Domain.MCP, True  # generic tool calls: most likely an MCP-style server, but a guess
     if "command" in kinds:
-        return Domain.SWE, True
+        return Domain.TERMINAL, True
     return Domain.MCP, True
 
 

@@ -53,6 +53,12 @@ def clean(
         help="Per-stage SQLite checkpoints: auto = only when the LLM stages run.",
     ),
     flush_every: int = typer.Option(500, "--flush-every", min=1, help="Publish outputs every N records."),
+    pii: str = typer.Option(
+        "email,phone",
+        "--redact-pii",
+        help="Personal-data classes to redact besides secrets: any of email, phone, ip (comma-separated; "
+        "'none' for none).",
+    ),
 ) -> None:
     """Clean public or in-house interaction traces into trajectory shards.
 
@@ -61,6 +67,15 @@ def clean(
     records are skipped and each record is written once.
     """
     from curation_agents.llm_stages import llm_available
+    from curation_agents.redact import PII_CLASSES
+
+    pii_classes = tuple(c.strip() for c in pii.split(",") if c.strip() and c.strip() != "none")
+    unknown = sorted(set(pii_classes) - set(PII_CLASSES))
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown PII class(es) {', '.join(unknown)}; choose from {', '.join(PII_CLASSES)}",
+            param_hint="--redact-pii",
+        )
 
     config = CleanConfig(
         source_kind=source_kind.value,
@@ -70,6 +85,7 @@ def clean(
         max_episode_turns=max_episode_turns,
         limits=Limits(max_record_bytes=max_record_mb * 1024 * 1024),
         use_llm=llm and llm_available(),
+        pii=pii_classes,
     )
     console = Console(stderr=True)
     with Progress(

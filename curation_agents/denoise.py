@@ -1,5 +1,11 @@
 """Denoise: render terminal recordings into what a person saw, normalise tool output, redact secrets.
 
+Redaction happens as early as possible: the runner redacts a decoded record before the graph sees it,
+and ingest renders and redacts a terminal recording (`redact_record`) before returning, so neither the
+graph state nor a checkpoint of it ever holds a secret. Denoise then normalises tool output
+(`normalise_record`), which can reveal text that escape codes had split, and redacts that again;
+markers never match twice, so each secret is counted once.
+
 A terminal recording becomes a transcript: one item per input event carrying the rendered line under
 the cursor at that moment and the lines finished since the previous item. Segment reads only this
 transcript, never raw escape codes.
@@ -7,22 +13,39 @@ transcript, never raw escape codes.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
 from curation_agents.model import ParsedRecord
-from curation_agents.redact import redact
+from curation_agents.redact import DEFAULT_PII, PemBlockFilter, redact, redact_text_or_json
 from curation_agents.terminal_screen import TerminalScreen, clean_tool_output
 
 # A transcript item: [kind ("i" | "r" | "end"), seconds, input data, current line, finished lines, fullscreen]
 TranscriptItem = list[Any]
 
+# Prompts after which the terminal does not echo what is typed (sudo, ssh, read -s, gpg, vault login).
+NO_ECHO_PROMPT = re.compile(
+    r"(?i)(?:password|passphrase|passcode|\bpin\b|token|secret|api key|otp|verification code)[^\n:]{0,60}:\s*$"
+)
+_TYPED = re.compile(r"[^\r\n\x03\x04\x7f\b\x15\x17]")
+
 
 def render_transcript(
-    events: list[list[Any]], width: int, height: int, counts: Counter[str]
+    events: list[list[Any]],
+    width: int,
+    height: int,
+    counts: Counter[str],
+    pii: frozenset[str] = DEFAULT_PII,
 ) -> list[TranscriptItem]:
-    """Feed output events through the screen; emit an item at every input, resize and the end."""
-    screen = TerminalScreen(width, height)
+    """Feed output events through the screen; emit an item at every input, resize and the end.
+
+    Every line is redacted once when it is finished (counted); the line under the cursor is redacted
+    without counting, since it is seen again when it is finished. Keys typed at a no-echo prompt are
+    masked, so the secret never enters the transcript.
+    """
+    screen = TerminalScreen(width, height, keep_cleared=True)
+    pem = PemBlockFilter()
     items: list[TranscriptItem] = []
     last_t = 0.0
     for t, code, data in events:
@@ -30,47 +53,74 @@ def render_transcript(
         if code == "o":
             screen.feed(data)
         elif code == "i":
-            finished = [redact(line, counts) for line in screen.take_finished()]
-            items.append(
-                [
-                    "i",
-                    t,
-                    redact(data, counts),
-                    redact(screen.current_line, counts),
-                    finished,
-                    screen.in_fullscreen,
-                ]
-            )
+            finished = [pem.line(line, counts, pii) for line in screen.take_finished()]
+            current = screen.current_line
+            no_echo = current.rstrip().endswith(":") and NO_ECHO_PROMPT.search(current) is not None
+            typed = _TYPED.sub("*", data) if no_echo else redact(data, None, pii)
+            items.append(["i", t, typed, pem.peek(current, pii), finished, screen.in_fullscreen])
         elif code == "r":
             cols, _, rows = str(data).partition("x")
             if cols.isdigit() and rows.isdigit():
                 screen.width = max(2, min(int(cols), 1000))
                 screen.height = max(2, min(int(rows), 500))
-    finished = [redact(line, counts) for line in screen.take_finished()]
-    current = redact(screen.current_line, counts)
+    finished = [pem.line(line, counts, pii) for line in screen.take_finished()]
+    current = pem.line(screen.current_line, counts, pii)
     items.append(["end", last_t, "", current, finished, screen.in_fullscreen])
     return items
 
 
-def denoise_record(parsed: ParsedRecord, counts: Counter[str]) -> ParsedRecord:
-    """Clean every text field of a parsed record in place and return it."""
+def redact_record(
+    parsed: ParsedRecord, counts: Counter[str], pii: frozenset[str] = DEFAULT_PII, texts: bool = True
+) -> ParsedRecord:
+    """Render a terminal recording and redact every text field of a parsed record, in place.
+
+    `texts=False` skips the text fields: for records parsed from an already redacted payload (the
+    runner redacts decoded JSON before the graph sees it), whose strings are redacted already.
+    """
     if parsed.get("events") is not None:
         parsed["transcript"] = render_transcript(
-            parsed["events"], parsed.get("width", 80), parsed.get("height", 24), counts
+            parsed["events"], parsed.get("width", 80), parsed.get("height", 24), counts, pii
         )
         parsed["events"] = []  # the transcript replaces the raw events; free them
+    if texts:
+        _each_text(parsed, lambda text: redact_text_or_json(text, counts, pii))
+    return parsed
+
+
+def normalise_record(
+    parsed: ParsedRecord, counts: Counter[str], pii: frozenset[str] = DEFAULT_PII
+) -> ParsedRecord:
+    """Normalise tool output (CRLF, escapes rendered) and redact what that reveals, in place."""
+
+    def clean(text: str) -> str:
+        cleaned = clean_tool_output(text)
+        return text if cleaned is text else redact_text_or_json(cleaned, counts, pii)
+
+    _each_text(parsed, clean, thoughts=False)
+    return parsed
+
+
+def denoise_record(
+    parsed: ParsedRecord, counts: Counter[str], pii: frozenset[str] = DEFAULT_PII
+) -> ParsedRecord:
+    """Both steps: render and redact, then normalise (what ingest and denoise do together)."""
+    return normalise_record(redact_record(parsed, counts, pii), counts, pii)
+
+
+def _each_text(parsed: ParsedRecord, fn: Any, thoughts: bool = True) -> None:
     if isinstance(parsed.get("task"), str):
-        parsed["task"] = redact(clean_tool_output(parsed["task"]), counts)
+        parsed["task"] = fn(parsed["task"])
     system = parsed.get("system_prompt")
     if isinstance(system, str):
-        parsed["system_prompt"] = redact(clean_tool_output(system), counts)
+        parsed["system_prompt"] = fn(system)
     for turn in parsed.get("turns", []):
-        turn["action"] = redact(clean_tool_output(turn.get("action", "")), counts)
-        turn["observation"] = redact(clean_tool_output(turn.get("observation", "")), counts)
-        thought = turn.get("metadata", {}).get("thought")
-        if isinstance(thought, str):
-            turn["metadata"]["thought"] = redact(thought, counts)
-    initial = parsed.get("metadata", {}).get("initial_state")
-    if isinstance(initial, str):
-        parsed["metadata"]["initial_state"] = redact(initial, counts)
-    return parsed
+        turn["action"] = fn(turn.get("action", ""))
+        turn["observation"] = fn(turn.get("observation", ""))
+        meta = turn.get("metadata", {})
+        for key in ("thought", "narration_text"):
+            if thoughts and isinstance(meta.get(key), str):
+                meta[key] = fn(meta[key])
+    metadata = parsed.get("metadata", {})
+    for key, value in list(metadata.items()):
+        if isinstance(value, str):
+            metadata[key] = fn(value) if key == "initial_state" or thoughts else value

@@ -15,7 +15,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from curation_agents.align import align_episode
-from curation_agents.denoise import denoise_record
+from curation_agents.denoise import normalise_record, redact_record
 from curation_agents.formats import (
     Format,
     agentworldbench,
@@ -26,7 +26,7 @@ from curation_agents.formats import (
     swe_agent,
     webarena,
 )
-from curation_agents.formats.common import open_binary
+from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, open_binary
 from curation_agents.formats.terminal import parse_asciicast, parse_typescript
 from curation_agents.model import (
     CleanConfig,
@@ -37,6 +37,8 @@ from curation_agents.model import (
     Stage,
     StageFailure,
 )
+from curation_agents.reader import is_file_payload
+from curation_agents.redact import redact, redact_json
 from curation_agents.score import score_episode
 from curation_agents.segment import segment_record
 from schemas import Trajectory
@@ -102,7 +104,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
     }
     parser = parsers.get(fmt)
     if parser is None:
-        raise StageFailure(Reason.UNKNOWN_FORMAT, f"no parser for format {fmt!r}")
+        raise StageFailure(Reason.UNSUPPORTED_FORMAT, f"no parser for format {fmt!r}")
     return parser(payload)
 
 
@@ -116,6 +118,8 @@ def _guarded(stage: Stage, fn: NodeFn) -> NodeFn:
             return _fail(state, stage, Reason.TOO_DEEP, "structure nested too deeply to process")
         except MemoryError:
             return _fail(state, stage, Reason.TOO_LARGE, "record does not fit in memory")
+        except CORRUPT_INPUT_ERRORS as exc:
+            return _fail(state, stage, Reason.CORRUPT_INPUT, f"{type(exc).__name__}: {exc}"[:500])
         except Exception as exc:
             return _fail(state, stage, Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:500])
 
@@ -124,25 +128,53 @@ def _guarded(stage: Stage, fn: NodeFn) -> NodeFn:
 
 
 def _fail(state: CleanState, stage: Stage, reason: Reason, detail: str) -> dict[str, Any]:
-    entry: QuarantineEntry = {"stage": stage.value, "reason": reason.value, "detail": detail, "episode": None}
+    # Details quote exceptions, which may quote the record: redact them like any other text.
+    entry: QuarantineEntry = {
+        "stage": stage.value,
+        "reason": reason.value,
+        "detail": redact(detail),
+        "episode": None,
+    }
     return {"failed": True, "quarantine": [*state.get("quarantine", []), entry], "payload": None}
 
 
 def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = None) -> Any:
     """Compile the cleaner graph. `curator` (an LLMCurator) enables the LLM-backed align and score."""
+    pii = frozenset(config.pii)
 
     def ingest(state: CleanState) -> dict[str, Any]:
         failure = state.get("preflight")
         if failure:
             raise StageFailure(Reason(failure["reason"]), failure["detail"])
-        parsed = parse_payload(state["record"]["format"], state["payload"], config)
-        if len(parsed.get("turns", [])) > config.limits.max_turns:
+        payload = state["payload"]
+        counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
+        # A decoded payload is redacted before it is parsed (the runner does it before checkpointing).
+        from_file = is_file_payload(payload)
+        if not from_file and not state.get("payload_redacted"):
+            payload = redact_json(payload, counts, pii)
+        parsed = parse_payload(state["record"]["format"], payload, config)
+        turns = parsed.get("turns", [])
+        if len(turns) > config.limits.max_turns:
             raise StageFailure(Reason.TOO_LARGE, f"more than {config.limits.max_turns} turns")
-        return {"parsed": parsed, "payload": None}
+        if turns and not any(t.get("action_kind") != "empty" for t in turns):
+            raise StageFailure(
+                Reason.UNSUPPORTED_FORMAT,
+                f"{len(turns)} message(s) but no action in a dialect the cleaner reads (OpenAI tool_calls or "
+                "function_call, Anthropic tool_use, MCP tools/call, fenced shell blocks)",
+            )
+        # Redacted before the node returns: the checkpoint written after ingest holds no secret. Text
+        # parsed from a redacted payload is redacted; a file read here is rendered and redacted now.
+        parsed = redact_record(parsed, counts, pii, texts=from_file)
+        return {
+            "parsed": parsed,
+            "payload": None,
+            "redactions": sum(counts.values()),
+            "redaction_kinds": dict(counts),
+        }
 
     def denoise(state: CleanState) -> dict[str, Any]:
-        counts: Counter[str] = Counter()
-        parsed = denoise_record(state["parsed"], counts)
+        counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
+        parsed = normalise_record(state["parsed"], counts, pii)
         return {"parsed": parsed, "redactions": sum(counts.values()), "redaction_kinds": dict(counts)}
 
     def segment(state: CleanState) -> dict[str, Any]:
@@ -203,7 +235,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
                     {
                         "stage": Stage.SCORE.value,
                         "reason": verdict.reason.value,
-                        "detail": verdict.detail,
+                        "detail": redact(verdict.detail),
                         "episode": index,
                     }
                 )

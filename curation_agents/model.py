@@ -23,7 +23,8 @@ class Stage(StrEnum):
 class Reason(StrEnum):
     """Why a record (or one episode of it) was quarantined; summary.json counts these."""
 
-    UNKNOWN_FORMAT = "unknown_format"
+    UNSUPPORTED_FORMAT = "unsupported_format"  # not a trace format the cleaner reads
+    CORRUPT_INPUT = "corrupt_input"  # truncated or damaged compression, unreadable bytes
     PARSE_ERROR = "parse_error"
     TOO_LARGE = "too_large"
     TOO_DEEP = "too_deep"
@@ -55,6 +56,9 @@ class Limits:
     max_json_depth: int = 200  # nesting beyond this is quarantined as too_deep
     max_events: int = 2_000_000  # terminal events in one recording
     max_turns: int = 20_000  # turns in one record before segmentation
+    # A gzip file may expand to at most this many times its size (or max_record_bytes, if larger);
+    # beyond that it is a compression bomb and the rest of the file is quarantined.
+    max_gzip_expansion: int = 200
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class CleanConfig:
     min_turns: int = 2
     limits: Limits = field(default_factory=Limits)
     use_llm: bool = False
+    # Personal-data classes redacted besides secrets (redact.PII_CLASSES: email, phone, ip).
+    pii: tuple[str, ...] = ("email", "phone")
 
 
 class RawTurn(TypedDict, total=False):
@@ -136,6 +142,7 @@ class CleanState(TypedDict, total=False):
 
     record: RecordRef
     payload: Any  # the raw record: decoded JSON, a text body, or terminal events
+    payload_redacted: bool  # the runner already redacted a decoded payload (before checkpointing it)
     parsed: ParsedRecord
     redactions: int
     redaction_kinds: dict[str, int]

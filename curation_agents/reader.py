@@ -7,6 +7,7 @@ the limit); everything else travels decoded. Nothing larger than one record is e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from typing import Any
 
 from curation_agents.formats import Format, atif, chat, mcp_log, openhands, swe_agent, webarena
 from curation_agents.formats import agentworldbench as awb
-from curation_agents.formats.common import decode_json, open_binary
+from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, decode_json, open_binary
 from curation_agents.formats.terminal import looks_like_timing
 from curation_agents.model import Limits, Reason, StageFailure
 
@@ -44,17 +45,29 @@ class RawRecord:
     format: Format
     payload: Any  # {"path": ...} for whole-file records, else the decoded JSON value
     failure: StageFailure | None = None
+    # The JSON text the payload was decoded from, when the reader had it (a JSONL line): redaction can
+    # then rule a whole record out with one check instead of one per string.
+    source_text: bytes | None = None
 
 
-def discover(paths: list[str]) -> Iterator[tuple[Path, str]]:
+def is_file_payload(payload: Any) -> bool:
+    """Whether a record's payload is a whole file still on disk (`{"path": ...}`), not decoded JSON."""
+    return isinstance(payload, dict) and len(payload) == 1 and isinstance(payload.get("path"), str)
+
+
+def discover(paths: list[str], labels: dict[str, str] | None = None) -> Iterator[tuple[Path, str]]:
     """(file, dataset path) for every input; directories are walked in sorted order.
 
-    The dataset path is relative to the argument's parent, so ids stay stable across machines.
+    The dataset path is relative to the argument's parent, so ids stay stable across machines. Two
+    arguments with the same name (`a/logs` and `b/logs`) keep as many of their parent folders as it
+    takes to tell them apart (`a/logs/...`, `b/logs/...`).
     """
+    labels = labels or root_labels(paths)
     for arg in paths:
         root = Path(arg)
+        label = labels[arg]
         if root.is_file():
-            yield root, root.name
+            yield root, label
             continue
         if not root.is_dir():
             raise FileNotFoundError(f"{arg}: no such file or directory; pass trace files or folders of them")
@@ -64,7 +77,28 @@ def discover(paths: list[str]) -> Iterator[tuple[Path, str]]:
                 if name.startswith("."):
                     continue
                 f = Path(dirpath) / name
-                yield f, str(Path(root.name) / f.relative_to(root))
+                yield f, f"{label}/{f.relative_to(root).as_posix()}"
+
+
+def root_labels(paths: list[str], sep: str = "/") -> dict[str, str]:
+    """A distinct label per input argument: its name, plus as many parent names as tell equal names apart.
+
+    Works on local paths and URLs alike (`gs://bucket/a/logs`): it splits on `sep` only.
+    """
+    parts = {
+        arg: [p for p in arg.replace("\\", sep).rstrip(sep).split(sep) if p not in ("", ".")] for arg in paths
+    }
+    depth = {arg: 1 for arg in paths}
+    while True:
+        labels = {arg: sep.join(parts[arg][-depth[arg] :]) for arg in paths}
+        clashes = [arg for arg in paths if list(labels.values()).count(labels[arg]) > 1]
+        grown = False
+        for arg in clashes:
+            if depth[arg] < len(parts[arg]):
+                depth[arg] += 1
+                grown = True
+        if not clashes or not grown:
+            return labels
 
 
 def sniff(path: Path) -> tuple[Format, str]:
@@ -95,6 +129,13 @@ def sniff(path: Path) -> tuple[Format, str]:
             return Format.UNKNOWN, "jsonl"
         return Format.UNKNOWN, "document"
     if text.startswith(b"["):
+        first, _, rest = text.partition(b"\n")
+        if rest.strip():
+            try:
+                json.loads(first)
+                return Format.UNKNOWN, "jsonl"  # one JSON array per line: JSONL of message lists
+            except (ValueError, RecursionError):
+                pass
         return Format.UNKNOWN, "array"  # decided per element (or for the whole list) at read time
     return Format.UNKNOWN, "whole"
 
@@ -128,14 +169,26 @@ def _is_single_record_list(first: Any) -> bool:
 
 
 def iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
-    """Every record in PATH, in file order, with a stable locator."""
+    """Every record in PATH, in file order, with a stable locator.
+
+    A file that breaks while it is read (truncated or corrupt gzip, a compression bomb) ends with a
+    failure record: the records read before the damage are kept, and a rerun meets the same records
+    and the same failure, so a resumed run passes over it too.
+    """
+    produced = 0
     try:
-        fmt, container = sniff(path)
-    except (OSError, EOFError) as exc:
-        yield RawRecord(
-            "file", Format.UNKNOWN, None, StageFailure(Reason.BAD_ENCODING, f"cannot read: {exc}")
-        )
-        return
+        for record in _iter_records(path, limits):
+            produced += 1
+            yield record
+    except StageFailure as failure:
+        yield RawRecord("file" if not produced else "read-error", Format.UNKNOWN, None, failure)
+    except CORRUPT_INPUT_ERRORS as exc:
+        damaged = StageFailure(Reason.CORRUPT_INPUT, f"{path.name}: {type(exc).__name__}: {exc}"[:500])
+        yield RawRecord("file" if not produced else "read-error", Format.UNKNOWN, None, damaged)
+
+
+def _iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
+    fmt, container = sniff(path)
     if fmt == Format.SCRIPT_TIMING:
         return  # a companion file: its typescript reads it
     if container == "whole":
@@ -171,7 +224,7 @@ def iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
 
 
 def _unknown(path: Path) -> StageFailure:
-    return StageFailure(Reason.UNKNOWN_FORMAT, f"{path.name}: not a trace format the cleaner reads")
+    return StageFailure(Reason.UNSUPPORTED_FORMAT, f"{path.name}: not a trace format the cleaner reads")
 
 
 def _element_record(locator: str, element: Any) -> RawRecord:
@@ -179,7 +232,7 @@ def _element_record(locator: str, element: Any) -> RawRecord:
     failure = (
         None
         if fmt != Format.UNKNOWN
-        else StageFailure(Reason.UNKNOWN_FORMAT, f"{locator}: unrecognised record")
+        else StageFailure(Reason.UNSUPPORTED_FORMAT, f"{locator}: unrecognised record")
     )
     return RawRecord(locator, fmt, element, failure)
 
@@ -203,18 +256,79 @@ def _is_gzip(path: Path) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
-def _iter_jsonl(path: Path, limits: Limits) -> Iterator[RawRecord]:
-    with open_binary(str(path)) as fh:
-        line_no = 0
+_NOT_SPACE = re.compile(rb"[^ \t\r\n]")
+_JSONL_CHUNK = 1 << 20
+
+
+def iter_lines(fh: Any, max_line: int, chunk_size: int = _JSONL_CHUNK) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) for every non-blank line of a binary stream, leading blanks removed; None for
+    a line over `max_line`.
+
+    Reads fixed-size chunks, so a line of any length costs linear time and at most `max_line` bytes of
+    memory, and runs of blank lines are skipped at C speed (counted, never looped over one by one).
+    """
+    parts: list[bytes] = []  # the unfinished line
+    pending = 0
+    oversized = False
+    line_no = 0
+    while True:
+        chunk = fh.read(chunk_size)
+        if not chunk:
+            break
+        start = 0
+        if not parts and not oversized:
+            m = _NOT_SPACE.search(chunk)
+            if m is None:
+                line_no += chunk.count(b"\n")
+                continue
+            line_no += chunk.count(b"\n", 0, m.start())
+            start = m.start()
         while True:
-            line = fh.readline(limits.max_record_bytes + 1)
-            if not line:
-                return
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                rest = chunk[start:]
+                if not oversized:
+                    if pending + len(rest) > max_line:
+                        oversized, parts, pending = True, [], 0
+                    elif rest:
+                        parts.append(rest)
+                        pending += len(rest)
+                break
             line_no += 1
+            piece = chunk[start : nl + 1]
+            if oversized:
+                yield line_no, None
+            elif parts:
+                if pending + len(piece) > max_line:
+                    yield line_no, None
+                else:
+                    parts.append(piece)
+                    yield line_no, b"".join(parts)
+            elif len(piece) > max_line:
+                yield line_no, None
+            elif piece.strip():
+                yield line_no, piece
+            parts, pending, oversized = [], 0, False
+            start = nl + 1
+            m = _NOT_SPACE.search(chunk, start)
+            if m is None:
+                line_no += chunk.count(b"\n", start)
+                break
+            line_no += chunk.count(b"\n", start, m.start())
+            start = m.start()
+    if oversized:
+        yield line_no + 1, None
+    elif parts:
+        line = b"".join(parts)
+        if line.strip():
+            yield line_no + 1, line
+
+
+def _iter_jsonl(path: Path, limits: Limits) -> Iterator[RawRecord]:
+    with open_binary(str(path), limits.max_gzip_expansion, limits.max_record_bytes) as fh:
+        for line_no, line in iter_lines(fh, limits.max_record_bytes):
             locator = f"line-{line_no}"
-            if len(line) > limits.max_record_bytes and not line.endswith(b"\n"):
-                while line and not line.endswith(b"\n"):  # skip the rest of the oversized line
-                    line = fh.readline(1 << 20)
+            if line is None:
                 yield RawRecord(
                     locator,
                     Format.UNKNOWN,
@@ -222,14 +336,27 @@ def _iter_jsonl(path: Path, limits: Limits) -> Iterator[RawRecord]:
                     StageFailure(Reason.TOO_LARGE, f"line exceeds {limits.max_record_bytes} bytes"),
                 )
                 continue
-            if not line.strip():
-                continue
             try:
                 obj = decode_json(line, locator)
             except StageFailure as failure:
                 yield RawRecord(locator, Format.UNKNOWN, None, failure)
                 continue
-            yield _element_record(locator, obj)
+            for record in _line_records(locator, obj):
+                yield dataclasses.replace(record, source_text=line) if record.locator == locator else record
+
+
+def _line_records(locator: str, obj: Any) -> Iterator[RawRecord]:
+    """The records of one JSONL line: the line itself, or each element of a line that holds samples."""
+    if (
+        isinstance(obj, list)
+        and obj
+        and not _is_single_record_list(obj[0])
+        and all(isinstance(e, dict | list) for e in obj)
+    ):
+        for index, element in enumerate(obj):
+            yield _element_record(f"{locator}-item-{index}", element)
+        return
+    yield _element_record(locator, obj)
 
 
 _ARRAY_TOKEN = re.compile(rb'["\[\]{},]')

@@ -1,119 +1,492 @@
-"""Redact secrets and personal data before anything is written: cloud keys, tokens, private keys,
-passwords on command lines, credentials in URLs, and email addresses.
+"""Redact secrets and personal data before anything leaves the cleaner: cloud keys and their secrets,
+vendor tokens, private key blocks, credentials in headers, URLs, command lines, config and JSON, and the
+PII classes a run asks for (emails and phone numbers by default, IP addresses on request).
 
 Each match becomes `[REDACTED:<kind>]`; counts per kind go into the trajectory's metadata so a reader
-knows a record was touched and how. One combined pattern keeps this a single pass over the text.
+knows a record was touched and how. A marker never matches again, so redacting twice changes nothing
+and counts each secret once.
+
+Three entry points:
+- `redact(text)`: free text (terminal lines, tool output, prose). One combined pattern, one pass.
+- `redact_json(value)`: a decoded JSON value. Keys that name a credential (`password`, `SecretAccessKey`,
+  `SessionToken`, ...) have their string values replaced; every other string goes through `redact`;
+  strings that hold JSON themselves (tool-call arguments) are redacted as JSON. The result is still
+  valid JSON of the same shape, which text substitution cannot promise.
+- `PemBlockFilter`: line-at-a-time redaction of private key blocks for rendered terminal output, where a
+  block arrives one line at a time.
+
+Look-alikes are kept on purpose: `git@github.com:org/repo` (an scp-style remote, not an email),
+identifiers named `password` / `token` / `secret` in code, git SHAs, UUIDs and content hashes. The
+vendor token rules adopted from detect-secrets (measured on the labelled corpus, see docs/curation.md)
+run in the same pass.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
+from typing import Any
 
-# (kind, pattern). A pattern may have a group named `keep` (a prefix such as `--password=`) that stays.
-# Earlier entries win where patterns overlap, so the specific kinds come first.
+PII_CLASSES = ("email", "phone", "ip")
+DEFAULT_PII: frozenset[str] = frozenset({"email", "phone"})
+MARKER_PREFIX = "[REDACTED:"
+
+# Credential words that end a key or variable name (`DB_PASSWORD`, `aws_secret_access_key`,
+# `SessionToken`, `client_secret`). A name must END with one: `tokenizer`, `password_hint` and
+# `secret_name` are not credentials.
+_KEY_SUFFIX = (
+    r"(?:password|passwd|passphrase|pwd|secret|token|api[-_]?key|apikey|access[-_]?key|secret[-_]?key"
+    r"|private[-_]?key|signing[-_]?key|encryption[-_]?key|master[-_]?key|account[-_]?key|auth[-_]?key"
+    r"|credentials?|secret[-_]?access[-_]?key|session[-_]?token|client[-_]?secret)"
+)
+
+# Values that are not secrets wherever they appear: markers, placeholders, variable references.
+_NOT_A_VALUE = re.compile(
+    r"^(?:\[REDACTED:|\*+$|x{3,}$|<[^>]*>$|\$|%\(|\{\{|\{[A-Za-z_]\w*\}$|null$|none$|nil$|true$|false$"
+    r"|undefined$|\d{1,9}$|\.\.\.$|\?+$)",
+    re.IGNORECASE,
+)
+# Type names and keywords after `password:` are annotations or schemas, not values.
+_TYPE_WORDS = frozenset(
+    {
+        "str",
+        "string",
+        "bytes",
+        "int",
+        "integer",
+        "bool",
+        "boolean",
+        "any",
+        "object",
+        "optional",
+        "secretstr",
+        "text",
+        "varchar",
+        "char",
+        "required",
+        "type",
+    }
+)
+
+# (kind, pattern). The secret is the group `val` when a pattern has one (the text around it, such as
+# `--password=` or a JSON key, stays), else the whole match. A group `sep` marks an assignment operator
+# and `kw` a credential word that ends a key name; the value filter reads both. Every pattern starts at
+# a literal or a rare character, so the combined pattern stays fast on long text; earlier entries win
+# where patterns overlap, so the specific kinds come first.
 _PATTERNS: list[tuple[str, str]] = [
     (
+        # Whole blocks, LF or CRLF. A block cut off before its END line runs to the end of the text, or
+        # to the closing quote of the JSON string it sits in (a key body never holds a quote).
         "private_key",
-        r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]{0,20000}?"
-        r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[^\"]*?"
+        r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|(?=\")|\Z)",
     ),
-    ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})"),
+    ("private_key", r"PuTTY-User-Key-File-\d: [^\"]*?(?:Private-MAC: [0-9a-f]+|(?=\")|\Z)"),
+    ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ABIA|ACCA|A3T[A-Z0-9])[0-9A-Z]{16}\b"),
+    ("aws_session_token", r"\b(?:FwoGZXIvYXdz|IQoJb3JpZ2lu)[A-Za-z0-9/+=]{40,}"),
+    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9_]{30,255}|github_pat_[A-Za-z0-9_]{22,255})"),
     (
         "api_key",
-        r"\b(?:sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{35}"
-        r"|xox[abposr]-[A-Za-z0-9\-]{10,}|glpat-[A-Za-z0-9_\-]{20,}|hf_[A-Za-z0-9]{30,})",
+        r"\b(?:sk-(?:ant-|proj-|live-|test-|svcacct-)?[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{35}"
+        r"|xox[abposre]-[A-Za-z0-9\-]{10,}|(?:glpat|gldt|glrt|glptt)-[A-Za-z0-9_\-]{20,}|hf_[A-Za-z0-9]{30,}"
+        r"|[rs]k_(?:live|test)_[0-9A-Za-z]{16,}|HRKU-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{36}"
+        r"|pypi-AgE[A-Za-z0-9_\-]{50,}|SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}|sq0csp-[0-9A-Za-z_\-]{43}"
+        r"|dop_v1_[a-f0-9]{64}|shpat_[a-fA-F0-9]{32}|AccountKey=[A-Za-z0-9+/=]{86,88})",
     ),
+    ("api_key", r"-us\d{1,2}\b"),  # Mailchimp: 32 hex digits then -usNN (the hex part is checked below)
+    ("slack_webhook", r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),
     ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    ("bearer_token", r"(?P<keep>(?i:authorization:\s{0,4}bearer\s{1,4}))[A-Za-z0-9._~+/=\-]{8,}"),
-    ("url_credentials", r"(?P<keep>[a-z][a-z0-9+.\-]{1,20}://[^\s:/@'\"]{1,128}:)[^\s@/'\"]{1,256}(?=@)"),
     (
-        # Passwords handed to programs on the command line (flags and environment assignments).
-        "password",
-        r"(?P<keep>(?i:(?<![\w-])--?(?:password|passwd|pass|pwd|token|secret|api[-_]?key)(?:=|\s{1,4}))"
-        r"|(?i:\b[A-Z0-9_]{0,40}(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_KEY)\s{0,2}[=:]\s{0,2})"
-        r"|(?:\bsshpass\s{1,4}-p\s{0,4})|(?:\bmysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p(?=\S)))"
-        r"(?:\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'][^\s]{0,255})",
+        "bearer_token",
+        r"(?i:authorization[\"']?\s{0,3}[:=]\s{0,3}[\"']?bearer\s{1,4})(?P<val>[A-Za-z0-9._~+/=\-]{8,})",
     ),
     (
-        "email",
-        r"\b[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b",
+        "basic_auth",
+        r"(?i:authorization[\"']?\s{0,3}[:=]\s{0,3}[\"']?(?:basic|token|digest)\s{1,4})"
+        r"(?P<val>[A-Za-z0-9._~+/=\-]{6,})",
+    ),
+    (
+        "api_key",
+        r"(?i:\bx-(?:api-key|auth-token|access-token|api-token)[\"']?\s{0,3}[:=]\s{0,3}[\"']?)"
+        r"(?P<val>[A-Za-z0-9._~+/=\-]{8,})",
+    ),
+    # user:password@ in URLs; the scheme and the user stay.
+    ("url_credentials", r"://[^\s:/@'\"\\]{1,128}:(?P<val>[^\s@/'\"\\]{1,256})(?=@)"),
+    (
+        # curl -u user:pw / --user user:pw: the user stays, the password goes.
+        "password",
+        r"\b(?:curl|wget)\b[^\n|;&]{0,300}?(?:\s-u\s{0,4}|\s--user[= ]\s{0,4})['\"]?[^\s:'\"\\]{1,128}:"
+        r"(?P<val>[^\s'\"\\]{1,256})",
+    ),
+    (
+        # docker / podman / helm login -p SECRET (the short flag names the password there).
+        "password",
+        r"\b(?:docker|podman|helm|buildah|skopeo|oras|az|cf)\s+(?:registry\s+|acr\s+)?login\b[^\n|;&]{0,200}?\s-p"
+        r"(?:\s{1,4}|=)(?P<val>\"[^\"\n\\]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'\\]{1,256})",
+    ),
+    (
+        # Credentials handed to programs on the command line.
+        "password",
+        r"(?:(?<![\w-])--?(?i:password|passwd|pass|pwd|token|secret|api[-_]?key|access[-_]?token"
+        r"|auth[-_]?token|client[-_]?secret)(?:=|\s{1,4})|\bsshpass\s{1,4}-p\s{0,4}"
+        r"|\bmysql(?:dump|admin)?\b[^\n|;&]{0,200}?\s-p(?=[^\s-]))"
+        r"(?P<val>\"[^\"\n\\]{1,256}\"|'[^'\n]{1,256}'|[^\s\"'\\][^\s\"'\\]{0,255})",
+    ),
+    (
+        # Passwords as arguments: .netrc `password X`, redis-cli -a X, openssl -pass pass:X.
+        "password",
+        r"(?:\bmachine\s+\S+\s+(?:login\s+\S+\s+)?password\s+|\bredis-cli\b[^\n|;&]{0,200}?\s-a\s{1,4}"
+        r"|\s-pass(?:in|out)?\s{1,4}pass:)(?P<val>[^\s\"'\\]{1,256})",
+    ),
+    ("api_key", r"\bya29\.[0-9A-Za-z_\-]{20,}"),  # Google OAuth access tokens
+    (
+        # "password": "..." in JSON or a Python dict, also inside a JSON string (\"password\": \"...\");
+        # the quotes and the key stay, so JSON stays valid.
+        "password",
+        r"(?P<kw>(?i:" + _KEY_SUFFIX + r"))\\{0,3}[\"']\s{0,3}[:=]>?\s{0,3}\\{0,3}[\"']"
+        r"(?P<val>(?:[^\"'\\\s]|\\u[0-9a-fA-F]{4}|\\/){3,4096})(?=\\{0,3}[\"'])",
+    ),
+    (
+        # Assignments in shells, env files, config files and code: DB_PASSWORD=..., password: ..., token = "...".
+        "password",
+        r"(?P<kw>(?i:" + _KEY_SUFFIX + r"))(?P<sep>\s{0,3}(?::=|:(?![:=])|(?<![=!<>])=(?![=>~]))\s{0,3})"
+        r"(?P<val>\"[^\"\n\\]{1,512}\"|'[^'\n\\]{1,512}'|[^\s\"'\\,;)}\]&][^\s\"'\\,;)}\]&]{0,511})",
     ),
 ]
 
-_GROUP = {f"k{i}": kind for i, (kind, _) in enumerate(_PATTERNS)}
-_COMBINED = re.compile(
-    "|".join(f"(?P<k{i}>{pat.replace('(?P<keep>', f'(?P<keep{i}>')})" for i, (_, pat) in enumerate(_PATTERNS))
-)
-# Cheap pre-check: every pattern needs one of these characters or prefixes, so most text skips the regex.
-_HINT = re.compile(
-    r"@|-----BEGIN|AKIA|ASIA|AGPA|AIDA|AROA|gh[pousr]_|github_pat_|sk-|AIza|xox|glpat-|hf_|eyJ|(?i:bearer|pass|pwd|secret|token|key|sshpass|mysql)"
-)
+# Personal data, each class on its own so a run switches it on or off and text without its hint skips it.
+_PII_PATTERNS: dict[str, str] = {
+    # Anchored at "@"; the local part is found by scanning back (a regex that starts at every letter is
+    # slow). An scp-style remote (git@host:org/repo) is not an email.
+    "email": r"@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b(?!:[\w~/.\-])(?!\.\w)",
+    "phone": r"(?<![\w+./:#=-])(?:\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]\d{2,4}){1,4}"
+    r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w./:-])",
+    "ip": r"(?<![\w.:])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.]|\.\d)"
+    r"|(?<![\w:])(?:[0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}(?![\w:])",
+}
 
 
-# Stricter pre-checks in front of that one, exact because each is a necessary condition for a match of
-# `_COMBINED` (text it rules out would come back unchanged anyway): no pattern matches fewer than
-# _SHORTEST_MATCH characters, and on ASCII text every pattern needs one of these lower-cased literals, or
-# an "@" with a "." after it (emails) or "://" (credentials in URLs). Non-ASCII text skips the literal
-# check: case-insensitive matching also folds characters such as U+212A (Kelvin) into "k".
+def _numbered(index: int, pattern: str) -> str:
+    for group in ("val", "sep", "kw"):
+        pattern = pattern.replace(f"(?P<{group}>", f"(?P<{group}{index}>")
+    return pattern
+
+
+_KIND = [kind for kind, _ in _PATTERNS]
+_COMBINED = re.compile("|".join(f"(?P<k{i}>{_numbered(i, pat)})" for i, (_, pat) in enumerate(_PATTERNS)))
+_PII = {kind: re.compile(pattern) for kind, pattern in _PII_PATTERNS.items()}
+_EMAIL_LOCAL = re.compile(r"[A-Za-z0-9._%+\-]{1,64}$")
+_NAME_BEFORE = re.compile(r"[A-Za-z0-9_.\-]{0,60}$")
+_MAILCHIMP_HEX = re.compile(r"(?<![0-9a-z])[0-9a-f]{32}$")
+
+# AWS secret access keys have no prefix: 40 characters of base64 with mixed case. They are redacted when
+# an access key id or the words "aws" + "secret" are near, so git SHAs (lower-case hex) and unrelated
+# base64 stay.
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_CONTEXT = re.compile(r"(?i)(?:AKIA|ASIA)[0-9A-Z]{16}|aws.{0,40}secret|secret.{0,20}access")
+
+# Cheap pre-check: text that cannot match any secret pattern skips the regex. Exact (a necessary
+# condition): no pattern matches fewer than _SHORTEST_MATCH characters, and every pattern needs one of
+# the literals of _NEEDLE in the lower-cased text (a literal matched case-sensitively appears there in
+# lower case too), or "SG." (SendGrid; "sg." alone is too common), or "://" and "@" (credentials in
+# URLs). One regex over the lower-cased text is cheaper than a case-sensitive and a folded one. Non-ASCII
+# text skips the check: case-insensitive matching folds characters such as U+212A (Kelvin) into "k".
+# PII classes have their own hints.
 _SHORTEST_MATCH = 6
-_ASCII_NEEDLES = (
-    "-----begin",
-    "akia",
-    "asia",
-    "agpa",
-    "aida",
-    "aroa",
-    "gh",
-    "github_pat_",
-    "sk-",
-    "aiza",
-    "xox",
-    "glpat-",
-    "hf_",
-    "eyj",
-    "authorization",
-    "pass",
-    "pwd",
-    "token",
-    "secret",
-    "key",
-    "mysql",
+_NEEDLE = re.compile(
+    r"-----begin|putty-user-key|a(?:kia|sia|gpa|ida|roa|bia|cca|3t|iza|ccountkey=)|fwogzxivyxdz|iqojb3jpz2lu"
+    r"|gh[pousr]_|github_pat_|sk-|k_(?:live|test)_|xox|gl(?:pat|dt|rt|ptt)-|hf_|hrku-|npm_|pypi-|sq0csp-"
+    r"|dop_v1_|shpat_|-us\d|hooks\.slack|eyj|curl|wget|mysql|login|ya29\.|redis-cli"
+    r"|authorization|x-a(?:pi|uth|ccess)|pass|pwd|token|secret|key|credential"
 )
-
-_ASCII_NEEDLE = re.compile("|".join(re.escape(needle) for needle in _ASCII_NEEDLES))
+_PII_HINT: dict[str, tuple[re.Pattern[str], ...]] = {
+    "email": (re.compile(r"@"),),
+    # Several patterns, each starting at a literal: the regex engine scans for a literal prefix quickly,
+    # while a pattern (or an alternation) starting at a digit class is tried at every digit.
+    "phone": (
+        re.compile(r"\+\d"),
+        re.compile(r"\(\d{3}\)"),
+        re.compile(r"-\d{3}[\-.]\d{4}"),
+        re.compile(r"\.\d{3}[\-.]\d{4}"),
+    ),
+    "ip": (re.compile(r"\.\d{1,3}\.\d"), re.compile(r":[0-9a-fA-F]{1,4}:")),
+}
 
 
 def may_contain_secret(text: str) -> bool:
-    """False only when no redaction pattern can match TEXT; a fast filter in front of the regexes."""
+    """False only when no secret pattern can match TEXT; a fast filter in front of the regex."""
     if len(text) < _SHORTEST_MATCH:
         return False
-    if not text.isascii():
+    if not text.isascii() or "SG." in text or ("://" in text and "@" in text):
         return True
-    at = text.find("@")
-    if at >= 0 and (text.find(".", at) >= 0 or "://" in text):
-        return True
-    return _ASCII_NEEDLE.search(text.lower()) is not None
+    return _NEEDLE.search(text.lower()) is not None
+
+
+def json_text_is_clean(source: bytes, pii: frozenset[str] = DEFAULT_PII) -> bool:
+    """True only when no string decoded from the JSON text SOURCE can need redaction.
+
+    Decoding JSON only removes quotes and backslash escapes; with no `\\u` or `\\/` escape in the
+    text, every decoded string's characters appear literally in it, so a text the pre-checks rule out
+    holds no secret in any of its strings, keys or nested JSON.
+    """
+    if b"\\u" in source or b"\\/" in source or not source.isascii():
+        return False
+    text = source.decode("ascii")
+    if may_contain_secret(text):
+        return False
+    return not any(kind in pii and _pii_possible(text, kind) for kind in PII_CLASSES)
+
+
+def _pii_possible(text: str, kind: str) -> bool:
+    """False only when the PII pattern of KIND cannot match TEXT (substring tests first: they are cheap)."""
+    if kind == "email":
+        return "@" in text
+    plus, paren, dash, dot = _PII_HINT["phone"]
+    if kind == "phone":
+        return (
+            ("+" in text and plus.search(text) is not None)
+            or ("(" in text and paren.search(text) is not None)
+            or ("-" in text and dash.search(text) is not None)
+            or ("." in text and dot.search(text) is not None)
+        )
+    ipv4, ipv6 = _PII_HINT["ip"]
+    return ("." in text and ipv4.search(text) is not None) or (":" in text and ipv6.search(text) is not None)
 
 
 def marker(kind: str) -> str:
-    return f"[REDACTED:{kind}]"
+    return f"{MARKER_PREFIX}{kind}]"
 
 
-def redact(text: str, counts: Counter[str] | None = None) -> str:
-    """`text` with secrets and emails replaced by markers; `counts` (if given) gains one per match."""
-    if not may_contain_secret(text) or _HINT.search(text) is None:
+def _is_secret_value(value: str, sep: str | None, name: str) -> bool:
+    """Whether the value of a credential-named key or flag is a secret rather than code or a placeholder.
+
+    `sep` is the assignment operator with its spaces (None for a flag or a quoted key), `name` the key.
+    """
+    quoted = len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]
+    inner = value[1:-1] if quoted else value
+    if not inner or _NOT_A_VALUE.match(inner):
+        return False
+    if quoted:
+        # A string literal: a secret unless it reads as prose ("Enter your password").
+        return len(inner.split()) < 3
+    if sep is None:
+        return True  # a command-line flag's argument
+    op = sep.strip()
+    if inner.lower() in _TYPE_WORDS or inner.lower() == name.lower():
+        return False  # password: str, password=password: an annotation, a variable passed on
+    if _EXPRESSION.search(inner):
+        return False  # get_token(), settings.SECRET_KEY, os.environ["X"], tokens[0]
+    if _PLAIN_WORD.match(inner) and op != ":" and not name.isupper():
+        return False  # token = tok, f(secret=value): a variable in code
+    if op == "=" and sep != "=" and _PLAIN_WORD.match(inner):
+        return False
+    return True
+
+
+_EXPRESSION = re.compile(r"[(\[]|^[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+_PLAIN_WORD = re.compile(r"^[A-Za-z_]+$")
+
+
+Replacement = tuple[int, int, str]  # (start, end, kind) of a secret in the text
+
+
+def _secret_spans(text: str) -> list[Replacement]:
+    spans: list[Replacement] = []
+    last = 0
+    pos = 0
+    while True:
+        m = _COMBINED.search(text, pos)
+        if m is None:
+            break
+        # A candidate the filters reject must not hide a secret inside it: search again just after its
+        # start. An accepted one continues after its end.
+        pos = m.start() + 1
+        index = int((m.lastgroup or "k0")[1:])
+        kind = _KIND[index]
+        value = m.group(f"val{index}") if f"val{index}" in m.re.groupindex else None
+        if value is None:
+            start, end = m.span()
+            if kind == "api_key" and text.startswith("-us", start):
+                hexpart = _MAILCHIMP_HEX.search(text, max(0, start - 32), start)
+                if hexpart is None:
+                    continue
+                start = hexpart.start()
+        else:
+            start, end = m.span(f"val{index}")
+            kw = m.group(f"kw{index}") if f"kw{index}" in m.re.groupindex else None
+            name = kw or ""
+            if kw is not None:
+                before = _NAME_BEFORE.search(text, max(0, m.start() - 60), m.start())
+                name = (before.group(0) if before else "") + kw
+            sep = m.group(f"sep{index}") if f"sep{index}" in m.re.groupindex else None
+            if value.startswith(MARKER_PREFIX) or not _is_secret_value(value, sep, name):
+                continue
+            if len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]:
+                start, end = start + 1, end - 1  # keep the quotes: shell, JSON and code stay well-formed
+        if start < last or text.startswith(MARKER_PREFIX, start):
+            continue
+        spans.append((start, end, kind))
+        last = end
+        pos = max(pos, m.end())
+    return spans
+
+
+def _pii_spans(text: str, kind: str) -> list[Replacement]:
+    spans: list[Replacement] = []
+    for m in _PII[kind].finditer(text):
+        start, end = m.span()
+        if kind == "email":
+            local = _EMAIL_LOCAL.search(text, max(0, start - 64), start)
+            if local is None:
+                continue
+            part = local.group(0).lstrip("._%+-")
+            if not part or part.lower() in ("git", "hg", "ssh", "svn"):
+                continue
+            start = start - len(part)
+        elif kind == "phone" and not 9 <= sum(c.isdigit() for c in m.group(0)) <= 15:
+            continue
+        elif kind == "ip" and m.group(0).startswith(("127.", "0.", "255.")):
+            continue
+        spans.append((start, end, kind))
+    return spans
+
+
+def _apply(text: str, spans: list[Replacement], counts: Counter[str] | None) -> str:
+    if not spans:
         return text
-
-    def substitute(m: re.Match[str]) -> str:
-        name = m.lastgroup or ""
-        # lastgroup is the outermost alternative that matched; keep groups sit inside it.
-        index = int(name[1:]) if name.startswith("k") else -1
-        kind = _GROUP.get(name, "secret")
+    pieces: list[str] = []
+    last = 0
+    for start, end, kind in spans:
+        if start < last:
+            continue
+        pieces.append(text[last:start])
+        pieces.append(marker(kind))
         if counts is not None:
             counts[kind] += 1
-        keep = m.groupdict().get(f"keep{index}") if index >= 0 else None
-        return (keep or "") + marker(kind)
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
 
-    return _COMBINED.sub(substitute, text)
+
+def _redact_aws_secrets(text: str, counts: Counter[str] | None) -> str:
+    def sub(m: re.Match[str]) -> str:
+        token = m.group(0)
+        mixed = any(c.isupper() for c in token) and any(c.islower() for c in token)
+        if not mixed or not any(c.isdigit() or c in "/+" for c in token):
+            return token
+        if counts is not None:
+            counts["aws_secret_key"] += 1
+        return marker("aws_secret_key")
+
+    return _AWS_SECRET.sub(sub, text)
+
+
+def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> str:
+    """`text` with secrets and the PII classes in `pii` replaced by markers; `counts` gains one per secret."""
+    if len(text) < _SHORTEST_MATCH:
+        return text  # shorter than any secret or PII match
+    if may_contain_secret(text):
+        aws = _AWS_CONTEXT.search(text) is not None
+        text = _apply(text, _secret_spans(text), counts)
+        if aws:
+            text = _redact_aws_secrets(text, counts)
+    for kind in PII_CLASSES:
+        if kind in pii and _pii_possible(text, kind):
+            text = _apply(text, _pii_spans(text, kind), counts)
+    return text
+
+
+def redact_json(value: Any, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> Any:
+    """A decoded JSON value with its secrets redacted; same shape, so it serialises to valid JSON."""
+    if isinstance(value, str):
+        return _redact_json_string(value, counts, pii)
+    if isinstance(value, list):
+        return [redact_json(v, counts, pii) for v in value]
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if isinstance(item, str) and isinstance(key, str) and _CREDENTIAL_KEY.search(key):
+                if (
+                    item
+                    and not _NOT_A_VALUE.match(item)
+                    and not (" " in item.strip() and len(item.split()) >= 3)
+                ):
+                    if counts is not None:
+                        counts["password"] += 1
+                    out[key] = marker("password")
+                    continue
+            out[key] = redact_json(item, counts, pii)
+        return out
+    return value
+
+
+_CREDENTIAL_KEY = re.compile(r"(?i)" + _KEY_SUFFIX + r"$")
+_JSON_START = re.compile(r"\s*[\[{]")
+
+
+def _redact_json_string(text: str, counts: Counter[str] | None, pii: frozenset[str]) -> str:
+    if _JSON_START.match(text) and len(text) < 4_000_000:
+        try:
+            inner = json.loads(text)
+        except (ValueError, RecursionError):
+            inner = None
+        if isinstance(inner, dict | list):
+            local: Counter[str] = Counter()
+            cleaned = redact_json(inner, local, pii)
+            if not local:
+                return text
+            if counts is not None:
+                counts.update(local)
+            return json.dumps(cleaned, ensure_ascii=False)
+    return redact(text, counts, pii)
+
+
+def redact_text_or_json(
+    text: str, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII
+) -> str:
+    """Redact TEXT, treating it as JSON (structure kept valid) when it is a JSON object or array."""
+    return _redact_json_string(text, counts, pii)
+
+
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+
+
+class PemBlockFilter:
+    """Redacts private key blocks that arrive one rendered line at a time (a `cat id_rsa` in a terminal).
+
+    The BEGIN line becomes the marker (counted once); every line up to and including END is dropped to
+    an empty marker-free line so that the line structure of the output survives.
+    """
+
+    def __init__(self) -> None:
+        self.inside = False
+
+    def line(self, text: str, counts: Counter[str] | None, pii: frozenset[str] = DEFAULT_PII) -> str:
+        if not self.inside and "-----BEGIN" not in text:
+            return redact(text, counts, pii)
+        if self.inside:
+            end = _PEM_END.search(text)
+            if end is None:
+                return ""
+            self.inside = False
+            return redact(text[end.end() :], counts, pii)
+        begin = _PEM_BEGIN.search(text)
+        if begin is not None and _PEM_END.search(text, begin.end()) is None:
+            self.inside = True
+            if counts is not None:
+                counts["private_key"] += 1
+            return redact(text[: begin.start()], counts, pii) + marker("private_key")
+        return redact(text, counts, pii)
+
+    def peek(self, text: str, pii: frozenset[str] = DEFAULT_PII) -> str:
+        """TEXT as it would be redacted, without counting or changing state (a line still being drawn)."""
+        if not self.inside and "-----BEGIN" not in text:
+            return redact(text, None, pii)
+        if self.inside:
+            return "" if _PEM_END.search(text) is None else redact(text, None, pii)
+        begin = _PEM_BEGIN.search(text)
+        if begin is not None and _PEM_END.search(text, begin.end()) is None:
+            return redact(text[: begin.start()], None, pii) + marker("private_key")
+        return redact(text, None, pii)

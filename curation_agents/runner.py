@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.graph import build_graph
 from curation_agents.model import CleanConfig, CleanState, RecordRef
-from curation_agents.reader import RawRecord, discover, iter_records
+from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
+from curation_agents.redact import json_text_is_clean, redact, redact_json
 from schemas import ShardWriter, Trajectory
 from schemas.shards import atomic_write_json, iter_record_batches, read_manifest
 
@@ -113,7 +114,23 @@ class GraphRunner:
         self.finished_threads: list[str] = []
 
     def run(self, raw: RawRecord, ref: RecordRef) -> Outcome:
-        state: CleanState = {"record": ref, "payload": raw.payload, "quarantine": [], "failed": False}
+        # Decoded records are redacted before the graph sees them: the graph's input is checkpointed too.
+        counts: Counter[str] = Counter()
+        payload = raw.payload
+        pii = frozenset(self.config.pii)
+        if not is_file_payload(payload) and not (
+            raw.source_text is not None and json_text_is_clean(raw.source_text, pii)
+        ):
+            payload = redact_json(payload, counts, pii)
+        state: CleanState = {
+            "record": ref,
+            "payload": payload,
+            "payload_redacted": True,
+            "quarantine": [],
+            "failed": False,
+            "redactions": sum(counts.values()),
+            "redaction_kinds": dict(counts),
+        }
         if raw.failure is not None:
             state["preflight"] = {"reason": raw.failure.reason.value, "detail": raw.failure.detail}
         if self.direct is not None:
@@ -175,8 +192,9 @@ def _worker(
     checkpoint: str | None,
     use_llm: bool,
     parent: int,
+    budget: Any = None,
 ) -> None:
-    curator = _make_curator() if use_llm else None
+    curator = _make_curator(budget) if use_llm else None
     runner = GraphRunner(config, Path(checkpoint) if checkpoint else None, curator)
     batch: list[Any] = []
     while True:
@@ -195,14 +213,25 @@ def _worker(
         batch.append(("file_done", path))
         _put(result_q, batch, parent)
         batch = []
+    if curator is not None:
+        _put(result_q, [("llm_report", curator.report())], parent)
     _put(result_q, None, parent)
     runner.close()
 
 
-def _make_curator() -> Any:
+def _make_curator(budget: Any = None) -> Any:
     from curation_agents.llm_stages import LLMCurator
 
-    return LLMCurator()
+    return LLMCurator(budget=budget)
+
+
+def _make_budget() -> Any:
+    """One LLM budget for the whole run (WORLDLINE_LLM_MAX_CALLS / _MAX_TOKENS), shared by the workers."""
+    from curation_agents.llm_stages import SharedBudget
+    from worldline.llm import LLMConfig
+
+    config = LLMConfig.from_env()
+    return SharedBudget(config.max_calls, config.max_total_tokens)
 
 
 # -- the run ----------------------------------------------------------------------------------------
@@ -232,6 +261,8 @@ class CleanRun:
         self.on_progress = on_progress
         self.stats = RunStats()
         self.seen: set[str] = set()
+        self.llm_reports: list[dict[str, Any]] = []
+        self.budget: Any = _make_budget() if self.use_llm else None
         self._last_progress = 0.0
 
     # outputs ------------------------------------------------------------------------------------
@@ -255,7 +286,7 @@ class CleanRun:
                 "format": rec["format"],
                 "stage": q["stage"],
                 "reason": q["reason"],
-                "detail": q["detail"],
+                "detail": redact(q["detail"]),
                 "episode": q.get("episode"),
                 "record_outcome": record_outcome,
             }
@@ -344,7 +375,7 @@ class CleanRun:
             self.on_progress(self.stats.files, self.total_files, self.stats.records_in)
 
     def _run_inline(self, files: list[tuple[Path, str]], done: set[str]) -> None:
-        curator = _make_curator() if self.use_llm else None
+        curator = _make_curator(self.budget) if self.use_llm else None
         runner = GraphRunner(self.config, self.out / CHECKPOINT_DB if self.checkpoint else None, curator)
         try:
             for path, dataset_path in files:
@@ -361,6 +392,8 @@ class CleanRun:
             self._flush(runner)
         finally:
             runner.close()
+            if curator is not None:
+                self.llm_reports.append(curator.report())
 
     def _run_parallel(self, files: list[tuple[Path, str]], done: set[str]) -> None:
         ctx = mp.get_context("spawn")
@@ -374,7 +407,16 @@ class CleanRun:
         procs = [
             ctx.Process(
                 target=_worker,
-                args=(task_q, result_q, self.config, done, checkpoint, self.use_llm, os.getpid()),
+                args=(
+                    task_q,
+                    result_q,
+                    self.config,
+                    done,
+                    checkpoint,
+                    self.use_llm,
+                    os.getpid(),
+                    self.budget,
+                ),
                 daemon=True,
             )
             for _ in range(self.workers)
@@ -398,6 +440,9 @@ class CleanRun:
                 for kind, item in batch:
                     if kind == "resumed":
                         self._count(item, True)
+                    elif kind == "llm_report":
+                        self.llm_reports.append(item)
+                        continue
                     elif kind == "outcome":
                         self._count(item.record["key"], False)
                         self._write(item)
@@ -411,6 +456,15 @@ class CleanRun:
                 p.join(timeout=10)
 
     # summary ------------------------------------------------------------------------------------
+    def _llm_usage(self) -> dict[str, Any]:
+        """Real LLM use of this invocation: calls, tokens, cost, decisions and fallbacks with reasons."""
+        from curation_agents.llm_stages import merge_llm_reports
+
+        usage = merge_llm_reports(self.llm_reports)
+        if self.budget is not None:
+            usage["budget"] = self.budget.used
+        return usage
+
     def write_summary(self) -> dict[str, Any]:
         accepted_keys, quarantined_keys = self.finished_keys()
         accepted = self.seen & accepted_keys
@@ -456,6 +510,7 @@ class CleanRun:
             "licence": self.config.licence,
             "accept_threshold": self.config.accept_threshold,
             "llm": self.use_llm,
+            **({"llm_usage": self._llm_usage()} if self.use_llm else {}),
             "seconds": round(time.monotonic() - self.stats.started, 3),
         }
         if summary["records_in"] != summary["accepted"] + summary["quarantined"]:

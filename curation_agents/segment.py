@@ -14,6 +14,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from curation_agents.denoise import NO_ECHO_PROMPT
 from curation_agents.formats.common import source_time
 from curation_agents.formats.common import turn as make_turn
 from curation_agents.model import CleanConfig, ParsedRecord, RawTurn
@@ -25,13 +26,20 @@ PROMPT = re.compile(
 )
 LOOSE_PROMPT = re.compile(r"^[#$%] ")
 CONTINUATION_PROMPTS = frozenset({">", "...", "->"})
-PASSWORD_PROMPT = re.compile(r"(?i)(?:password|passphrase|passcode|pin)[^\n:]{0,60}:\s*$")
+PASSWORD_PROMPT = NO_ECHO_PROMPT
 HARNESS_SUFFIX = re.compile(r"\s*;\s*tmux wait -S \S+\s*$")
 SESSION_END = re.compile(r"^(?:exit|logout|\^D)(?:\s+\d+)?$")
 _INPUT_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?")
 
 
+# Readline's incremental search replaces the prompt while it runs: (reverse-i-search)`query': command
+SEARCH_PROMPT = re.compile(r"^\((?:failed )?(?:reverse-|bck-)?i-search\)`[^'\n]*': ")
+
+
 def _strip_prompt(line: str, prompt: str | None) -> str:
+    search = SEARCH_PROMPT.match(line)
+    if search:
+        return line[search.end() :]
     if prompt and line.startswith(prompt):
         return line[len(prompt) :]
     if prompt and prompt.rstrip() and line.startswith(prompt.rstrip()):
@@ -41,7 +49,11 @@ def _strip_prompt(line: str, prompt: str | None) -> str:
 
 
 class _Session:
-    """Walks a transcript, building turns."""
+    """Walks a transcript, building turns.
+
+    Commands typed ahead (several lines sent before the shell has answered the first) wait in `ahead`
+    until their echo shows up in the output; each then takes the output that follows its echo.
+    """
 
     def __init__(self, start: datetime | None, counts: Counter[str]) -> None:
         self.start = start
@@ -53,22 +65,58 @@ class _Session:
         self.prompt: str | None = None
         self.typing = False
         self.buffer: list[str] = []
-        self.skip_echo = False
+        self.echo_of: str | None = None  # the command whose echo is expected in the next output lines
+        self.echoes_skipped = 0
+        self.ahead: list[RawTurn] = []
+        self.ahead_raw: list[str] = []  # lines typed ahead, as the tty echoes them
+        self.typing_ahead = False
 
     def finished_lines(self, lines: list[str]) -> None:
         for line in lines:
-            if self.skip_echo:
-                self.skip_echo = False
-                prompt = (self.prompt or "").rstrip()
-                if (prompt and line.startswith(prompt)) or PROMPT.match(line):
+            if self.echo_of is not None:
+                if self._is_echo(line, self.echo_of):
+                    self.echoes_skipped += 1
+                    if self.echoes_skipped >= 2:  # the tty's echo and readline's redraw, at most
+                        self.echo_of = None
                     continue
+                self.echo_of = None
+            if any(line.rstrip() == raw for raw in self.ahead_raw):
+                self.ahead_raw.remove(line.rstrip())  # the tty's echo of a line typed ahead
+                continue
+            if self.ahead and self._is_echo(line, self.ahead[0]["action"]):
+                # The program's own echo of a command typed ahead: the open turn's output ends here.
+                command = _strip_prompt(line, self.prompt)
+                prompt = line[: len(line) - len(command)]
+                nxt = self.ahead.pop(0)
+                if self.open is not None and prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines:
+                    self.open["action"] += "\n" + command.rstrip()  # a block continued: indentation kept
+                    continue
+                if self.open is not None:
+                    self.close(self.open_t, trailing_prompt=prompt)
+                nxt["metadata"]["prompt"] = prompt
+                self.open, self.open_lines = nxt, []
+                continue
             if self.open is not None:
                 self.open_lines.append(line)
+
+    def _is_echo(self, line: str, command: str) -> bool:
+        wanted = command.strip()
+        if not wanted:
+            return False
+        if line.strip() == wanted:
+            return True
+        echoed = _strip_prompt(line, self.prompt)
+        return echoed.strip() == wanted or HARNESS_SUFFIX.sub("", echoed).strip() == wanted
 
     def start_typing(self, current_line: str, t: float) -> None:
         self.typing = True
         self.buffer = []
         new_prompt = current_line
+        if self.open is not None and not self.open_lines and not current_line.strip():
+            # Typing before the running program has printed anything (no prompt yet): typed ahead.
+            self.typing_ahead = True
+            return
+        self.typing_ahead = False
         if self.open is not None:
             continuation = new_prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines
             if continuation:
@@ -76,25 +124,37 @@ class _Session:
                 self.prompt = new_prompt
                 return
             self.close(t, trailing_prompt=new_prompt)
+        self.flush_ahead(t)
         self.prompt = new_prompt
 
-    def submit(self, current_line: str, t: float, fullscreen_keys: int) -> None:
+    def flush_ahead(self, t: float) -> None:
+        """Commands typed ahead whose echo never came: they ran, but their output cannot be told apart."""
+        for turn in self.ahead:
+            turn["metadata"]["typed_ahead_without_echo"] = True
+            self.open, self.open_lines = turn, []
+            self.close(t, trailing_prompt=None)
+        self.ahead, self.ahead_raw = [], []
+
+    def submit(self, current_line: str, t: float, typed_ahead: bool = False) -> None:
         echoed = _strip_prompt(current_line, self.prompt)
         typed = "".join(self.buffer)
-        command = echoed if echoed.strip() else typed
+        command = typed if typed_ahead or not echoed.strip() else echoed
         if self.prompt is not None and PASSWORD_PROMPT.search(self.prompt):
             command = marker("password")
             self.counts["password"] += 1
-        command = HARNESS_SUFFIX.sub("", command).strip()
-        self.skip_echo = True
+        raw = HARNESS_SUFFIX.sub("", command).rstrip()
+        command = raw.strip()
         self.typing = False
         self.buffer = []
         if self.open is not None and self.open["metadata"].get("continuation_prompt") and not self.open_lines:
-            self.open["action"] += "\n" + command
+            # A continuation line (a REPL block, a shell line ending in a backslash): indentation kept.
+            if raw.strip():
+                self.open["action"] += "\n" + raw
             self.open["metadata"].pop("continuation_prompt", None)
+            self.echo_of, self.echoes_skipped = raw, 0
             return
         prompt = self.prompt or ""
-        self.open = make_turn(
+        turn = make_turn(
             command,
             "command" if command.strip() else "empty",
             "",
@@ -105,6 +165,12 @@ class _Session:
                 **({"repl": prompt.strip()} if prompt.startswith((">>>", "In [")) else {}),
             },
         )
+        if typed_ahead:
+            self.ahead.append(turn)
+            self.ahead_raw.append(raw)
+            return
+        self.echo_of, self.echoes_skipped = command, 0
+        self.open = turn
         self.open_lines = []
         self.open_t = t
 
@@ -122,11 +188,13 @@ class _Session:
 
     def feed_input(self, data: str, current_line: str, t: float) -> None:
         data = _INPUT_ESCAPE.sub("\x00", data)  # arrows and function keys: the echo will tell
+        submitted = False  # a line was submitted earlier in this event: what follows is typed ahead
         for ch in data:
             if ch in "\r\n":
                 if not self.typing:
                     self.start_typing(current_line, t)
-                self.submit(current_line, t, 0)
+                self.submit(current_line, t, typed_ahead=submitted or self.typing_ahead)
+                submitted = True
                 current_line = self.prompt or ""  # later chars in this event are typed on a fresh line
             elif ch == "\x03":
                 if self.typing:
@@ -137,7 +205,7 @@ class _Session:
                 if not self.typing:
                     self.start_typing(current_line, t)
                 self.buffer = []
-                self.submit(self.prompt or "", t, 0)
+                self.submit(self.prompt or "", t)
                 if self.open is not None:
                     self.open["action"] = "^D"
                     self.open["action_kind"] = "keystrokes"
@@ -151,9 +219,54 @@ class _Session:
                 text = "".join(self.buffer).rstrip()
                 self.buffer = list(text[: text.rfind(" ") + 1]) if " " in text else []
             elif ch >= " " or ch == "\t":
-                if not self.typing:
+                if not self.typing and not submitted:
                     self.start_typing(current_line, t)
+                elif not self.typing:
+                    self.typing = True  # typed ahead: the prompt is the one of the line before
                 self.buffer.append(ch)
+            elif not self.typing and not submitted:
+                # An arrow key, Ctrl-R, Tab completion ...: editing starts; the rendered line will tell.
+                self.start_typing(current_line, t)
+
+
+_KEY_NAMES = {
+    "\r": "<CR>",
+    "\n": "<NL>",
+    "\t": "<Tab>",
+    "\x1b": "<Esc>",
+    "\x7f": "<BS>",
+    "\b": "<BS>",
+    "\x1b[A": "<Up>",
+    "\x1b[B": "<Down>",
+    "\x1b[C": "<Right>",
+    "\x1b[D": "<Left>",
+    "\x1bOA": "<Up>",
+    "\x1bOB": "<Down>",
+    "\x1bOC": "<Right>",
+    "\x1bOD": "<Left>",
+    "\x1b[H": "<Home>",
+    "\x1b[F": "<End>",
+    "\x1b[5~": "<PageUp>",
+    "\x1b[6~": "<PageDown>",
+    "\x1b[3~": "<Del>",
+}
+_KEY_TOKEN = re.compile(r"\x1b\[[0-9;]*[A-Za-z~]|\x1bO[A-Z]|[\x00-\x1f\x7f]|[^\x00-\x1f\x7f]+")
+
+
+def readable_keys(data: str) -> str:
+    """Keystrokes as vim writes them: printable text as is, special keys as <Esc>, <CR>, <C-x>, ..."""
+    out = []
+    for m in _KEY_TOKEN.finditer(data):
+        token = m.group(0)
+        if token in _KEY_NAMES:
+            out.append(_KEY_NAMES[token])
+        elif len(token) == 1 and token < " ":
+            out.append(f"<C-{chr(ord(token) + 96)}>")
+        elif token.startswith("\x1b"):
+            out.append("<Esc>" + token[1:])
+        else:
+            out.append(token)
+    return "".join(out)
 
 
 def segment_transcript(
@@ -174,11 +287,15 @@ def segment_transcript(
         if kind == "i":
             if fullscreen:
                 if session.open is not None:
-                    keys = session.open["metadata"].get("fullscreen_keys", 0)
-                    session.open["metadata"]["fullscreen_keys"] = keys + len(data)
+                    # Keys pressed in a full-screen program (vim, less) are part of the action.
+                    meta = session.open["metadata"]
+                    meta["fullscreen_keys"] = meta.get("fullscreen_keys", "") + readable_keys(data)
                 continue
             session.feed_input(data, current, t)
         elif kind == "end":
+            if session.open is not None and session.ahead:
+                session.close(t, trailing_prompt=None)
+            session.flush_ahead(t)
             if session.open is not None:
                 if current and not session.typing:
                     session.open_lines.append(current.rstrip())
@@ -189,6 +306,10 @@ def segment_transcript(
                 else:
                     session.close(t, current if session.typing else None)
     turns = session.turns
+    for t in turns:
+        keys = t["metadata"].get("fullscreen_keys")
+        if keys:
+            t["action"] = f"{t['action']}\n{keys}"
     # The `exit` that ends the recorded shell is how the recording stops, not a turn of the task.
     if (
         turns
@@ -207,8 +328,17 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
     body: list[str] = []
     for line in lines:
         m = pattern.match(line)
+        if (
+            m
+            and current is not None
+            and line[m.end() :].strip()
+            and line[m.end() :].strip() in current["action"]
+        ):
+            m = None  # the command printed this prompt-like line itself (echo, printf, cat of a log)
         if m:
             command = HARNESS_SUFFIX.sub("", line[m.end() :]).rstrip()
+            if command.endswith("^C"):
+                command = ""  # a line abandoned with Ctrl-C never ran
             if current is not None:
                 body.append(line[: m.end()])
                 current["observation"] = "\n".join(body)

@@ -22,6 +22,20 @@ _TOKEN = re.compile(
     r"|\x1b[\x20-\x7e]?"
     r"|(?P<ctrl>[\x00-\x1f\x7f\x9b])"
 )
+# CSI sequences with private parameters that pyte does not implement and may raise on (vim 9 sends
+# modifyOtherKeys `ESC[>4;2m`, kitty keyboard queries `ESC[?u`, DECRQM `ESC[?2026$p`): they change
+# nothing on screen, so they are dropped before pyte sees them. DEC private modes (`ESC[?1049h`) stay.
+_UNSUPPORTED_PRIVATE_CSI = re.compile(r"\x1b\[(?:[<>=][0-?]*[ -/]*[@-~]|\?[0-?]*(?:[ -/]+[@-~]|[@-gi-km-~]))")
+
+
+class _TolerantScreen(pyte.Screen):
+    """pyte's screen, ignoring private-parameter variants of sequences it would reject."""
+
+    def select_graphic_rendition(self, *attrs: int, private: bool = False, **kwargs: object) -> None:
+        if not private:
+            super().select_graphic_rendition(*attrs)
+
+
 _LEAVE_ALT_SCREEN = re.compile(r"\x1b\[\?(?:[0-9;]*;)?(?:47|1047|1049)(?:;[0-9;]*)?l")
 _ALT_SCREEN_MODES = frozenset({"47", "1047", "1049"})
 _MAX_COL = 1 << 16  # cursor moves beyond this are noise; clamp so one sequence cannot allocate gigabytes
@@ -42,15 +56,24 @@ class TerminalScreen:
     under the cursor, e.g. a shell prompt with the command being typed.
     """
 
-    def __init__(self, width: int = 80, height: int = 24) -> None:
+    def __init__(self, width: int = 80, height: int = 24, keep_cleared: bool = False) -> None:
         self.width = max(2, min(width, 1000))
         self.height = max(2, min(height, 500))
         self.rows: list[str] = [""]
         self.row = 0
         self.col = 0
+        # Text appended at the end of a row is collected here and joined once (see _write): re-building
+        # the row string per token would make one long line cost quadratic time.
+        self._tail: list[str] = []
+        self._tail_row = -1
+        self._tail_end = 0
         self._alt: pyte.Screen | None = None
         self._alt_stream: pyte.Stream | None = None
         self.alt_screen_entered = 0  # how many full-screen programs ran
+        # A transcript keeps what a clear wiped (a person saw it before the clear): take_finished
+        # returns those lines first. Rendering a tool's output keeps only the final screen.
+        self.keep_cleared = keep_cleared
+        self._cleared: list[str] = []
 
     @property
     def in_fullscreen(self) -> bool:
@@ -59,17 +82,30 @@ class TerminalScreen:
     @property
     def current_line(self) -> str:
         """The row under the cursor as drawn, trailing spaces included (a prompt ends in one)."""
+        if self._tail:
+            self._flush()
         return self.rows[self.row]
+
+    def _flush(self) -> None:
+        self.rows[self._tail_row] += "".join(self._tail)
+        self._tail = []
+        self._tail_row = -1
 
     def take_finished(self) -> list[str]:
         """The finished lines above the cursor, right-stripped; they are removed from the screen."""
+        if self._tail:
+            self._flush()
         done = [r.rstrip() for r in self.rows[: self.row]]
+        if self._cleared:
+            done, self._cleared = self._cleared + done, []
         del self.rows[: self.row]
         self.row = 0
         return done
 
     def take_all(self) -> list[str]:
         """Every line including the current one (end of a recording)."""
+        if self._tail:
+            self._flush()
         lines = [r.rstrip() for r in self.rows]
         self.rows, self.row, self.col = [""], 0, 0
         while lines and not lines[-1]:
@@ -107,10 +143,19 @@ class TerminalScreen:
         return len(data)
 
     def _write(self, text: str) -> None:
+        if self._tail_row == self.row and self.col == self._tail_end:
+            self._tail.append(text)  # appending to the row being written, the common case
+            self._tail_end += len(text)
+            self.col = self._tail_end
+            return
+        if self._tail:
+            self._flush()
         rows, row, col = self.rows, self.row, self.col
         line = rows[row]
-        if col >= len(line):  # appending, the common case
-            rows[row] = (line + " " * (col - len(line)) + text) if col > len(line) else line + text
+        if col >= len(line):
+            self._tail = [" " * (col - len(line)) + text] if col > len(line) else [text]
+            self._tail_row = row
+            self._tail_end = col + len(text)
         else:
             rows[row] = line[:col] + text + line[col + len(text) :]
         self.col = col + len(text)
@@ -136,6 +181,8 @@ class TerminalScreen:
     def _csi(self, params: str, final: str) -> None:
         if final == "m":
             return
+        if self._tail:
+            self._flush()
         if params.startswith("?") and final in "hl":
             modes = set(params[1:].split(";"))
             if final == "h" and modes & _ALT_SCREEN_MODES:
@@ -190,6 +237,11 @@ class TerminalScreen:
             mode = n[0]
             if mode in (2, 3) or (mode == 0 and self.row == self._screen_top() and self.col == 0):
                 # A clear: what was on the screen is gone; a person now sees an empty screen.
+                if self.keep_cleared:
+                    kept = [r.rstrip() for r in self.rows]
+                    while kept and not kept[-1]:
+                        kept.pop()
+                    self._cleared.extend(kept)
                 self.rows, self.row, self.col = [""], 0, 0
             elif mode == 0:
                 self.rows[self.row] = line[: self.col]
@@ -201,7 +253,7 @@ class TerminalScreen:
 
     # -- the alternate screen ----------------------------------------------------------------------
     def _enter_alt(self) -> None:
-        self._alt = pyte.Screen(self.width, self.height)
+        self._alt = _TolerantScreen(self.width, self.height)
         self._alt_stream = pyte.Stream(self._alt)
         self.alt_screen_entered += 1
 
@@ -209,9 +261,16 @@ class TerminalScreen:
         assert self._alt is not None and self._alt_stream is not None
         m = _LEAVE_ALT_SCREEN.search(data, pos)
         end = m.start() if m else len(data)
-        self._alt_stream.feed(data[pos:end])
+        chunk = _UNSUPPORTED_PRIVATE_CSI.sub("", data[pos:end])
+        try:
+            self._alt_stream.feed(chunk)
+        except Exception:
+            # A sequence pyte cannot handle: its parser is spent; keep the screen, start a new parser.
+            self._alt_stream = pyte.Stream(self._alt)
         if m is None:
             return len(data)
+        if self._tail:
+            self._flush()
         screen_lines = [line.rstrip() for line in self._alt.display]
         while screen_lines and not screen_lines[-1]:
             screen_lines.pop()

@@ -7,6 +7,11 @@ Files are the unit of distribution (records inside a file stream in order). Acce
 written as Parquet under the explicit trajectory schema to OUT/trajectories/, quarantined records under
 the quarantine schema to OUT/quarantine/parts/, and the reconciled counts to OUT/summary.json.
 
+Inputs and OUT may be local paths or URLs of any Beam FileSystem (gs://, s3://, hdfs://, ...): URLs are
+listed with FileSystems.match, read by copying each file (and a `script` timing file beside it) to a
+local temporary folder, and written through FileSystems; paths are never handled as local paths
+unless they are. The summary is a combine over per-record outcomes, so no worker holds them all.
+
     python -m pipelines.clean_beam PATH... --out DIR [--source-name N] [Beam pipeline options]
 """
 
@@ -14,17 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.transforms import combiners
 
 from curation_agents.model import CleanConfig
-from curation_agents.reader import discover, iter_records
+from curation_agents.reader import discover, iter_records, root_labels
+from curation_agents.redact import redact
 from curation_agents.runner import (
     QUARANTINE_DIR,
     QUARANTINE_PARTS,
@@ -41,9 +51,64 @@ QUARANTINED = "quarantined"
 COUNTS = "counts"
 
 
+TIMING_SUFFIXES = (".timing", ".tm")
+
+
+def is_url(path: str) -> bool:
+    """Whether PATH names a file on a non-local Beam FileSystem (a scheme such as gs://)."""
+    return FileSystems.get_scheme(path) not in (None, "file")
+
+
+def discover_files(paths: list[str]) -> list[tuple[str, str]]:
+    """(file, dataset path) for every input, sorted within each input; local folders as `worldline clean`
+    walks them, URLs through FileSystems.match (a URL that is not a file is listed as a folder)."""
+    labels = root_labels(paths)
+    files: list[tuple[str, str]] = []
+    for arg in paths:
+        if not is_url(arg):
+            files += [(str(f), d) for f, d in discover([arg], labels)]
+            continue
+        if FileSystems.exists(arg) and not arg.endswith("/"):
+            files.append((arg, labels[arg]))
+            continue
+        root = arg.rstrip("/")
+        matched = FileSystems.match([FileSystems.join(root, "**")])[0].metadata_list
+        found = []
+        for meta in matched:
+            relative = meta.path[len(root) :].lstrip("/")
+            if relative and not any(part.startswith(".") for part in relative.split("/")):
+                found.append((meta.path, f"{labels[arg]}/{relative}"))
+        if not found:
+            raise FileNotFoundError(f"{arg}: no files found; pass trace files or folders of them")
+        files += sorted(found)
+    return files
+
+
+def _local_copy(url: str, folder: str) -> str:
+    """Copy URL (and a `script` timing file beside it, if any) into FOLDER; the local path of the copy."""
+    base = url.rstrip("/").rsplit("/", 1)[-1] or "record"
+    local = os.path.join(folder, base)
+    companions = [url + suffix for suffix in TIMING_SUFFIXES]
+    stem = url.rsplit(".", 1)[0] if "." in base else url
+    companions += [stem + suffix for suffix in TIMING_SUFFIXES]
+    companions.append(url.rsplit("/", 1)[0] + "/timing")
+    for source, target in [
+        (url, local),
+        *[(c, os.path.join(folder, c.rsplit("/", 1)[-1])) for c in companions],
+    ]:
+        if source != url and not FileSystems.exists(source):
+            continue
+        with (
+            FileSystems.open(source, compression_type=CompressionTypes.UNCOMPRESSED) as src,
+            open(target, "wb") as dst,
+        ):
+            shutil.copyfileobj(src, dst, 1 << 20)
+    return local
+
+
 class CleanFileFn(beam.DoFn):
-    """Consumes (file path, dataset path); produces trajectory rows (main output), quarantine rows and
-    per-record outcome counts (tagged outputs). The graph is compiled once per worker."""
+    """Consumes (file path or URL, dataset path); produces trajectory rows (main output), quarantine rows
+    and per-record (verdict, reason) pairs (tagged outputs). The graph is compiled once per worker."""
 
     def __init__(self, config: CleanConfig) -> None:
         self.config = config
@@ -53,10 +118,21 @@ class CleanFileFn(beam.DoFn):
         self.runner = GraphRunner(self.config, None)
 
     def process(self, element: tuple[str, str]) -> Iterator[Any]:
-        assert self.runner is not None
         path, dataset_path = element
-        for raw in iter_records(Path(path), self.config.limits):
-            ref = record_ref(raw, Path(path), dataset_path)
+        if not is_url(path):
+            yield from self._clean(path, path, dataset_path)
+            return
+        folder = tempfile.mkdtemp(prefix="worldline-clean-")
+        try:
+            yield from self._clean(_local_copy(path, folder), path, dataset_path)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _clean(self, local: str, source: str, dataset_path: str) -> Iterator[Any]:
+        assert self.runner is not None
+        for raw in iter_records(Path(local), self.config.limits):
+            ref = record_ref(raw, Path(local), dataset_path)
+            ref["source_path"] = source
             outcome = self.runner.run(raw, ref)
             verdict = ACCEPTED if outcome.accepted else QUARANTINED
             for traj in outcome.accepted:
@@ -66,12 +142,12 @@ class CleanFileFn(beam.DoFn):
                     QUARANTINED,
                     {
                         "record_key": ref["key"],
-                        "source_path": ref["source_path"],
+                        "source_path": source,
                         "locator": ref["locator"],
                         "format": ref["format"],
                         "stage": q["stage"],
                         "reason": q["reason"],
-                        "detail": q["detail"],
+                        "detail": redact(q["detail"]),
                         "episode": q.get("episode"),
                         "record_outcome": verdict,
                     },
@@ -80,21 +156,53 @@ class CleanFileFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(COUNTS, (verdict, reason))
 
 
-def summarise(outcomes: list[tuple[str, str]]) -> dict[str, Any]:
-    """The summary.json body from per-record (verdict, reason) pairs; counts reconcile by construction."""
-    verdicts = Counter(v for v, _ in outcomes)
-    reasons = Counter(r for v, r in outcomes if v == QUARANTINED)
+class SummaryFn(beam.CombineFn):
+    """Per-record (verdict, reason) pairs combined into summary.json's counts; reconciles by construction."""
+
+    def create_accumulator(self) -> Counter[str]:
+        return Counter()
+
+    def add_input(self, acc: Counter[str], outcome: tuple[str, str]) -> Counter[str]:
+        verdict, reason = outcome
+        acc["records_in"] += 1
+        acc[verdict] += 1
+        if verdict == QUARANTINED:
+            acc["reason:" + reason] += 1
+        return acc
+
+    def merge_accumulators(self, accumulators: Any) -> Counter[str]:
+        merged: Counter[str] = Counter()
+        for acc in accumulators:
+            merged.update(acc)
+        return merged
+
+    def extract_output(self, acc: Counter[str]) -> dict[str, Any]:
+        return summarise(acc)
+
+
+def summarise(acc: Counter[str]) -> dict[str, Any]:
+    """The summary.json body from combined counts."""
+    reasons = {k.split(":", 1)[1]: v for k, v in acc.items() if k.startswith("reason:")}
     return {
-        "records_in": len(outcomes),
-        "accepted": verdicts[ACCEPTED],
-        "quarantined": verdicts[QUARANTINED],
+        "records_in": acc["records_in"],
+        "accepted": acc[ACCEPTED],
+        "quarantined": acc[QUARANTINED],
         "per_reason": dict(sorted(reasons.items())),
         "runner": "beam",
     }
 
 
+def write_json(path: str, body: dict[str, Any]) -> None:
+    """Write JSON to a local path (atomically) or a FileSystems URL."""
+    if not is_url(path):
+        atomic_write_json(Path(path), body)
+        return
+    with FileSystems.create(path, mime_type="application/json") as fh:
+        fh.write(json.dumps(body, indent=2, sort_keys=True).encode())
+
+
 def build(pipeline: beam.Pipeline, paths: list[str], out: str, config: CleanConfig) -> None:
-    files = [(str(f), d) for f, d in discover(paths)]
+    files = discover_files(paths)
     results = (
         pipeline
         | "Files" >> beam.Create(files)
@@ -102,19 +210,22 @@ def build(pipeline: beam.Pipeline, paths: list[str], out: str, config: CleanConf
         | "Clean" >> beam.ParDo(CleanFileFn(config)).with_outputs(QUARANTINED, COUNTS, main=ACCEPTED)
     )
     _ = results[ACCEPTED] | "WriteAccepted" >> beam.io.WriteToParquet(
-        str(Path(out) / TRAJECTORY_DIR / "part"), TRAJECTORY_SCHEMA, codec="zstd", file_name_suffix=".parquet"
+        FileSystems.join(out, TRAJECTORY_DIR, "part"),
+        TRAJECTORY_SCHEMA,
+        codec="zstd",
+        file_name_suffix=".parquet",
     )
     _ = results[QUARANTINED] | "WriteQuarantine" >> beam.io.WriteToParquet(
-        str(Path(out) / QUARANTINE_DIR / QUARANTINE_PARTS / "part"),
+        FileSystems.join(out, QUARANTINE_DIR, QUARANTINE_PARTS, "part"),
         QUARANTINE_SCHEMA,
         codec="zstd",
         file_name_suffix=".parquet",
     )
+    summary_path = FileSystems.join(out, "summary.json")
     _ = (
         results[COUNTS]
-        | "Gather" >> combiners.ToList()
-        | "Summary"
-        >> beam.Map(lambda outcomes: atomic_write_json(Path(out) / "summary.json", summarise(outcomes)))
+        | "Summarise" >> beam.CombineGlobally(SummaryFn())
+        | "WriteSummary" >> beam.Map(lambda summary: write_json(summary_path, summary))
     )
 
 
@@ -132,7 +243,10 @@ def run(argv: list[str] | None = None) -> None:
     options = PipelineOptions(beam_args)
     with beam.Pipeline(runner=runner_for(options), options=options) as pipeline:
         build(pipeline, args.paths, args.out, config)
-    print(json.dumps(json.loads((Path(args.out) / "summary.json").read_text()), indent=2))
+    with FileSystems.open(
+        FileSystems.join(args.out, "summary.json"), compression_type=CompressionTypes.UNCOMPRESSED
+    ) as fh:
+        print(json.dumps(json.loads(fh.read()), indent=2))
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@ import io
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata, FileSystem
+from apache_beam.io.filesystem import BeamIOError, CompressedFile, CompressionTypes, FileMetadata, FileSystem
 
 SCHEME = "wltest"
 _OBJECTS: dict[str, bytes] = {}
+FILES = _OBJECTS  # every object by its full URL, for tests that inspect what a job wrote
 _LOCK = threading.Lock()
 
 
@@ -59,24 +61,36 @@ class MemoryFileSystem(FileSystem):  # type: ignore[misc]  # Beam's classes carr
         for key, size in items:
             yield FileMetadata(key, size, 0.0)
 
+    @staticmethod
+    def _compressed(fileobj: io.BytesIO, path: str, compression_type: str, mode: str) -> Any:
+        """Compression as Beam's own filesystems apply it (AUTO: by the file name's extension)."""
+        if compression_type == CompressionTypes.AUTO:
+            compression_type = CompressionTypes.detect_compression_type(path)
+        if compression_type == CompressionTypes.UNCOMPRESSED:
+            return fileobj
+        if mode == "r":
+            return CompressedFile(fileobj, compression_type, read_size=1 << 16)
+        return CompressedFile(fileobj, compression_type)
+
     def create(
         self,
         path: str,
         mime_type: str = "application/octet-stream",
         compression_type: str = CompressionTypes.AUTO,
-    ) -> _Upload:
-        return _Upload(path)
+    ) -> Any:
+        return self._compressed(_Upload(path), path, compression_type, "w")
 
     def open(
         self,
         path: str,
         mime_type: str = "application/octet-stream",
         compression_type: str = CompressionTypes.AUTO,
-    ) -> io.BytesIO:
+    ) -> Any:
         with _LOCK:
             if path not in _OBJECTS:
                 raise BeamIOError("open failed", {path: FileNotFoundError(path)})
-            return io.BytesIO(_OBJECTS[path])
+            data = _OBJECTS[path]
+        return self._compressed(io.BytesIO(data), path, compression_type, "r")
 
     def copy(self, source_file_names: list[str], destination_file_names: list[str]) -> None:
         with _LOCK:

@@ -51,31 +51,84 @@ def _observation_text(text: str) -> tuple[str, int | None]:
     return text, None
 
 
+def _calls(msg: dict[str, Any]) -> list[tuple[str | None, str, Any]]:
+    """(call id, tool name, arguments) of every tool call in an assistant message, in any of the
+    dialects: OpenAI `tool_calls`, legacy OpenAI `function_call`, Anthropic `tool_use` content parts."""
+    calls: list[tuple[str | None, str, Any]] = []
+    for call in as_list(msg.get("tool_calls")):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            call_id = call.get("id")
+            calls.append(
+                (
+                    call_id if isinstance(call_id, str) else None,
+                    str(fn.get("name") or ""),
+                    fn.get("arguments"),
+                )
+            )
+    legacy = msg.get("function_call")
+    if isinstance(legacy, dict) and legacy.get("name"):
+        calls.append((None, str(legacy["name"]), legacy.get("arguments")))
+    for part in as_list(msg.get("content")):
+        if isinstance(part, dict) and part.get("type") in ("tool_use", "server_tool_use"):
+            call_id = part.get("id")
+            calls.append(
+                (
+                    call_id if isinstance(call_id, str) else None,
+                    str(part.get("name") or ""),
+                    part.get("input"),
+                )
+            )
+    return calls
+
+
+def _tool_results(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    """Anthropic `tool_result` parts of a user message."""
+    return [p for p in as_list(msg.get("content")) if isinstance(p, dict) and p.get("type") == "tool_result"]
+
+
 def parse_messages(messages: list[Any], fmt: Format, meta: dict[str, Any]) -> ParsedRecord:
     system = None
     task = ""
     turns: list[RawTurn] = []
     pending: list[RawTurn] = []  # actions waiting for their observation
     tool_by_id: dict[str, RawTurn] = {}
+
+    def observe(target: RawTurn, text: str, is_error: Any = None) -> None:
+        if target in pending:
+            pending.remove(target)
+        obs, code = _observation_text(text)
+        target["observation"] = obs
+        if code is not None:
+            target["exit_code"] = code
+            target["is_error"] = code != 0
+        if isinstance(is_error, bool):
+            target["is_error"] = is_error
+
     for msg in messages:
         if not isinstance(msg, dict):
             continue
         role = msg.get("role")
         text = content_text(msg.get("content"))
+        results = _tool_results(msg) if role == "user" else []
         if role == "system" and system is None:
             system = text
+        elif results:
+            for part in results:
+                call_id = part.get("tool_use_id")
+                target = tool_by_id.pop(call_id, None) if isinstance(call_id, str) else None
+                if target is None and pending:
+                    target = pending[0]
+                if target is not None:
+                    observe(target, content_text(part.get("content")), part.get("is_error"))
         elif role == "user" and not task and not turns:
             task = text
         elif role == "assistant":
-            calls = as_list(msg.get("tool_calls"))
+            calls = _calls(msg)
             if calls:
-                for call in calls:
-                    fn = call.get("function") if isinstance(call, dict) else None
-                    if not isinstance(fn, dict):
-                        continue
-                    name = str(fn.get("name") or "")
+                for call_id, name, arguments in calls:
                     t = turn(
-                        tool_call_json(name, fn.get("arguments")),
+                        tool_call_json(name, arguments),
                         "tool_call",
                         "",
                         tool_name=name,
@@ -83,8 +136,8 @@ def parse_messages(messages: list[Any], fmt: Format, meta: dict[str, Any]) -> Pa
                     )
                     turns.append(t)
                     pending.append(t)
-                    if isinstance(call.get("id"), str):
-                        tool_by_id[call["id"]] = t
+                    if call_id is not None:
+                        tool_by_id[call_id] = t
                 continue
             command = bash_block(text)
             extra = as_dict(msg.get("extra"))
@@ -103,17 +156,13 @@ def parse_messages(messages: list[Any], fmt: Format, meta: dict[str, Any]) -> Pa
         elif role in ("tool", "function", "user", "ipython"):
             call_id = msg.get("tool_call_id")
             target = tool_by_id.pop(call_id, None) if isinstance(call_id, str) else None
+            if target is None and role == "function" and isinstance(msg.get("name"), str):
+                target = next((t for t in pending if t.get("tool_name") == msg["name"]), None)
             if target is None and pending:
                 target = pending[0]
             if target is None:
                 continue
-            if target in pending:
-                pending.remove(target)
-            obs, code = _observation_text(text)
-            target["observation"] = obs
-            if code is not None:
-                target["exit_code"] = code
-                target["is_error"] = code != 0
+            observe(target, text)
             extra = as_dict(msg.get("extra"))
             if isinstance(extra.get("returncode"), int):
                 target["exit_code"] = extra["returncode"]
@@ -144,6 +193,8 @@ def parse_openai(obj: Any) -> ParsedRecord:
     tools = as_list(obj.get("tools"))
     parsed = parse_messages(obj["messages"], Format.OPENAI_MESSAGES, meta)
     parsed["tools"] = _tool_specs(tools)
+    if parsed.get("system_prompt") is None and obj.get("system"):
+        parsed["system_prompt"] = content_text(obj["system"])  # Anthropic: the system prompt is top-level
     return parsed
 
 
@@ -174,7 +225,7 @@ def _tool_specs(tools: list[Any]) -> list[dict[str, Any]]:
             else tool
         )
         if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            params = fn.get("parameters")
+            params = fn.get("parameters", fn.get("input_schema"))  # OpenAI / Anthropic
             specs.append(
                 {
                     "name": fn["name"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import zlib
 from datetime import datetime
 from typing import Any
 
@@ -14,26 +15,74 @@ _BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DO
 
 
 def content_text(content: Any) -> str:
-    """OpenAI / Anthropic message content (a string or a list of parts) as plain text."""
+    """OpenAI / Anthropic / MCP message content (a string or a list of parts) as plain text.
+
+    Parts without text are described rather than dropped: images and audio by mime type and size,
+    MCP embedded resources by URI (with their text when they carry it), resource links by name, URI,
+    mime type and size.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                text = part.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-                elif part.get("type") in ("image", "image_url"):
-                    parts.append("[image]")
-        return "\n".join(parts)
+        parts = [content_part_text(part) for part in content]
+        return "\n".join(p for p in parts if p)
     if isinstance(content, dict):
+        if "type" in content:
+            return content_part_text(content)
         return content_text(content.get("text") or content.get("content"))
     return str(content)
+
+
+def _size(value: Any, encoded: Any = None) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value} bytes"
+    if isinstance(encoded, str) and encoded:
+        return f"{len(encoded) * 3 // 4} bytes"  # base64
+    return "size unknown"
+
+
+def content_part_text(part: Any) -> str:
+    """One content part as text (see content_text)."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    kind = part.get("type")
+    text = part.get("text")
+    if isinstance(text, str) and kind in (None, "text", "input_text", "output_text"):
+        return text
+    if kind in ("image", "audio", "image_url", "input_image", "input_audio"):
+        source = as_dict(part.get("source"))
+        mime = part.get("mimeType") or part.get("media_type") or source.get("media_type") or "unknown type"
+        data = part.get("data") if isinstance(part.get("data"), str) else source.get("data")
+        url = as_dict(part.get("image_url")).get("url") or source.get("url")
+        if isinstance(url, str) and url.startswith("data:"):
+            mime = url[5:].split(";", 1)[0] or mime
+            data, url = url.split(",", 1)[-1], None
+        where = f", {url}" if isinstance(url, str) else ""
+        return f"[{'audio' if 'audio' in str(kind) else 'image'}: {mime}, {_size(part.get('size'), data)}{where}]"
+    if kind == "resource":
+        resource = as_dict(part.get("resource"))
+        uri = resource.get("uri") or "unknown uri"
+        mime = resource.get("mimeType") or "unknown type"
+        if isinstance(resource.get("text"), str):
+            return f"[resource: {uri} ({mime})]\n{resource['text']}"
+        return f"[resource: {uri} ({mime}, {_size(resource.get('size'), resource.get('blob'))})]"
+    if kind == "resource_link":
+        name = part.get("name") or part.get("title") or ""
+        uri = part.get("uri") or "unknown uri"
+        mime = part.get("mimeType") or "unknown type"
+        desc = f" - {part['description']}" if isinstance(part.get("description"), str) else ""
+        return f"[resource_link: {name} {uri} ({mime}, {_size(part.get('size'))}){desc}]".replace("  ", " ")
+    if kind == "tool_result":
+        return content_text(part.get("content"))
+    if kind in ("tool_use", "thinking", "redacted_thinking"):
+        return ""  # calls and hidden reasoning are read by the parsers, not shown as text
+    if isinstance(text, str):
+        return text
+    return ""
 
 
 def lenient_literal(text: Any) -> Any:
@@ -126,18 +175,129 @@ def as_str(value: Any) -> str | None:
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+DEFAULT_GZIP_EXPANSION = 200
+GZIP_FLOOR_BYTES = 64 * 1024 * 1024
 
 
-def open_binary(path: str) -> Any:
-    """A binary file object over PATH, decompressing gzip transparently (detected by magic bytes)."""
-    import gzip
+class ExpansionGuard:
+    """A gzip stream that hands out everything it could decompress, then reports damage, and stops with
+    too_large once it has produced more than `allowed` bytes.
+
+    Real logs compress 5-50x; a file of newlines compresses a thousand-fold, so without a bound a few
+    megabytes on disk become gigabytes to scan. A truncated or corrupt file yields the records before
+    the damage (gzip.GzipFile would drop the last decompressed block), then raises EOFError or
+    zlib.error. Concatenated gzip members are read one after another, as gzip does.
+    """
+
+    _RAW_CHUNK = 1 << 16
+
+    def __init__(self, raw: Any, allowed: int, name: str) -> None:
+        self._raw = raw
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._buf = bytearray()
+        self._error: BaseException | None = None
+        self._done = False
+        self._member_open = False  # inside a gzip member: input ending here means a truncated file
+        self.allowed = allowed
+        self.produced = 0
+        self.name = name
+
+    def _fill(self, want: int) -> None:
+        """Decompress until the buffer holds `want` bytes (or a newline when want < 0) or the input ends."""
+        while not self._done and (len(self._buf) < want if want >= 0 else self._buf.find(b"\n") < 0):
+            try:
+                chunk = self._inflate.unconsumed_tail or self._raw.read(self._RAW_CHUNK)
+                if not chunk:
+                    if self._member_open:
+                        self._error = EOFError("compressed file ended before the end-of-stream marker")
+                    self._done = True
+                    break
+                if not self._member_open and not chunk.strip(b"\x00"):
+                    continue  # padding after the last member
+                self._member_open = True
+                data = self._inflate.decompress(chunk, self._RAW_CHUNK * 16)
+                while self._inflate.eof:  # a member ended; the next may start in the same chunk
+                    rest = self._inflate.unused_data
+                    self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    self._member_open = bool(rest.strip(b"\x00"))
+                    if not self._member_open:
+                        break
+                    data += self._inflate.decompress(rest, self._RAW_CHUNK * 16)
+            except zlib.error as exc:
+                self._error, self._done = exc, True
+                break
+            self.produced += len(data)
+            if self.produced > self.allowed:
+                self._error = StageFailure(
+                    Reason.TOO_LARGE,
+                    f"{self.name}: gzip expands beyond {self.allowed} bytes (a compression bomb?); "
+                    "raise --max-record-mb if it is a real log",
+                )
+                self._done = True
+                break
+            self._buf += data
+
+    def _take(self, n: int) -> bytes:
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        if not out and self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return out
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            self._fill(1 << 62)
+            return self._take(len(self._buf))
+        self._fill(size)
+        return self._take(size)
+
+    def readline(self, size: int = -1) -> bytes:
+        self._fill(-1 if size is None or size < 0 else 0)
+        nl = self._buf.find(b"\n")
+        while nl < 0 and not self._done and (size is None or size < 0 or len(self._buf) < size):
+            self._fill(len(self._buf) + self._RAW_CHUNK)
+            nl = self._buf.find(b"\n")
+        end = nl + 1 if nl >= 0 else len(self._buf)
+        if size is not None and size >= 0:
+            end = min(end, size)
+        return self._take(end)
+
+    def __iter__(self) -> Any:
+        while True:
+            line = self.readline()
+            if not line:
+                return
+            yield line
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> ExpansionGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_binary(path: str, max_expansion: int = DEFAULT_GZIP_EXPANSION, floor: int = GZIP_FLOOR_BYTES) -> Any:
+    """A binary file object over PATH, decompressing gzip transparently (detected by magic bytes).
+
+    Decompressed gzip is bounded to max(floor, max_expansion x the compressed size).
+    """
+    import os
 
     fh = open(path, "rb")
     head = fh.read(2)
     fh.seek(0)
     if head == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=fh, mode="rb")
+        allowed = max(floor, max_expansion * os.fstat(fh.fileno()).st_size)
+        return ExpansionGuard(fh, allowed, os.path.basename(path))
     return fh
+
+
+# Exceptions that mean the bytes of a file are damaged: truncated or corrupt gzip, unreadable file.
+CORRUPT_INPUT_ERRORS: tuple[type[BaseException], ...] = (EOFError, OSError, zlib.error)
 
 
 def read_limited(path: str, limit: int) -> bytes:

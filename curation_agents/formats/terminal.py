@@ -20,7 +20,8 @@ _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
 def loads_event_line(line: bytes) -> Any:
-    """`json.loads(line)` for one recording line, without its per-call wrapper costs.
+    """`json.loads(line)` for one recording line, without its per-call wrapper costs; a line that is not
+    valid UTF-8 is decoded with U+FFFD replacements first (json.loads would reject it).
 
     Recordings hold hundreds of thousands of tiny event lines, where json.loads spends more time
     detecting the encoding and checking for trailing data than parsing. This does the same steps with
@@ -28,22 +29,34 @@ def loads_event_line(line: bytes) -> Any:
     its first bytes), then one value, then nothing but JSON whitespace. Anything else goes to json.loads.
     """
     if line[:1] != b"[" or b"\x00" in line[:4]:
-        return json.loads(line)
-    text = line.decode("utf-8", "surrogatepass")
+        return json.loads(line.decode("utf-8", "replace") if _is_bad_utf8(line) else line)
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        # Invalid UTF-8 inside an event (a program printed raw bytes): decoded with U+FFFD, not dropped.
+        text = line.decode("utf-8", "replace")
     try:
         value, end = _SCAN_JSON(text, 0)
     except StopIteration:
-        return json.loads(line)  # raises the same JSONDecodeError json.loads would
+        return json.loads(text)  # raises the same JSONDecodeError json.loads would
     if _JSON_WHITESPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
-        return json.loads(line)
+        return json.loads(text)
     return value
+
+
+def _is_bad_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
     """Stream an asciicast file line by line; v3 event times are intervals and are made absolute."""
     events: list[list[Any]] = []
     total = 0
-    with open_binary(path) as fh:
+    with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
         header_line = fh.readline(limits.max_record_bytes + 1)
         try:
             header = json.loads(header_line)
@@ -153,7 +166,7 @@ def looks_like_timing(head: bytes) -> bool:
 
 def parse_typescript(path: str, limits: Limits) -> ParsedRecord:
     """A `script` log: output only, or output and input when the timing file marks I/O chunks."""
-    with open_binary(path) as fh:
+    with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
         data = fh.read(limits.max_record_bytes + 1)
     if len(data) > limits.max_record_bytes:
         raise StageFailure(Reason.TOO_LARGE, f"typescript exceeds {limits.max_record_bytes} bytes")
