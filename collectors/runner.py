@@ -56,6 +56,7 @@ CASTS_DIR = "casts"
 # OUT's manifest lists final outcomes only, exactly one per task (and rollout), so readers of OUT (pools
 # build) never see an attempt that a resumed run superseded.
 ATTEMPTS_DIR = "attempts"
+_SIGNAL_POLL_S = 0.2
 # Engine/transport failures: the environment did not fail, the infrastructure did; retried on resume.
 _INFRA_ERRORS: tuple[type[BaseException], ...] = (
     engine.EngineUnavailable,
@@ -288,7 +289,10 @@ def collect(
                             run_episode, config, client, task, policy, attempt, stop, run_label, rollout
                         )
                         futures[fut] = (task, rollout)
-                    done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    # A timeout, so the main thread wakes to run signal handlers: the OS may deliver
+                    # Ctrl-C to a worker thread, and a main thread blocked on a lock would only see it
+                    # when an episode ends (seconds or minutes later).
+                    done, _ = wait(futures, timeout=_SIGNAL_POLL_S, return_when=FIRST_COMPLETED)
                     for fut in done:
                         futures.pop(fut)
                         trajectory = fut.result()
@@ -442,6 +446,12 @@ def run_episode(
         if watchdog is not None:
             watchdog.cancel()
         env.close()
+    if stop.is_set() and status in (TrajectoryStatus.ENV_FAILURE, TrajectoryStatus.POLICY_ERROR):
+        # The runner was interrupted while this episode ran: its sandbox may have been removed under
+        # it (Ctrl-C, SIGTERM), so the failure says nothing about the task. Not final: resume redoes it.
+        status = TrajectoryStatus.ABORTED
+        reason = f"the runner was interrupted ({reason})" if reason else "the runner was interrupted"
+        metadata.pop("retryable", None)
     if deadline_hit.is_set():
         status = TrajectoryStatus.ENV_FAILURE
         reason = (
