@@ -321,6 +321,10 @@ class PersistentShell:
         capture = _Capture(limits.output_cap_bytes)
         if self.ended is not None:
             return self._ended_output(capture)
+        # What the cursor's row showed before this step (the prompt): the step's first line continues
+        # it, and wraps where it did on screen. Read now: once the step's bytes are fed, the cursor's
+        # row is the next prompt. A step that starts on the alternate screen has no such row.
+        prefix = "" if self.screen.alternate else self.screen.cursor_line()
         # Output that arrived after the previous step ended (a prompt after keystrokes, a background
         # job) is shown before this step's input, as on a real terminal, and counted.
         settle = _SETTLE_S if until_prompt and not self.at_prompt else 0.0
@@ -364,7 +368,7 @@ class PersistentShell:
         if self.ended is not None:
             notes.append(f"[worldline: {self.ended}]")
         head, omitted, tail = capture.parts()
-        text = self._render(head, omitted, tail)
+        text = self._render(head, omitted, tail, prefix)
         if notes:
             text = text + ("\n" if text and not text.endswith("\n") else "") + "\n".join(notes)
             if self.recorder is not None:
@@ -390,11 +394,10 @@ class PersistentShell:
             shell_ended=self.ended,
         )
 
-    def _render(self, head: bytes, omitted: int, tail: bytes) -> str:
+    def _render(self, head: bytes, omitted: int, tail: bytes, prefix: str) -> str:
         if self.screen.alternate:
             return self.screen.display()
-        prompt_line = self.screen.cursor_line()
-        head_text = render_terminal(head, self.render_cols, prefix=prompt_line)
+        head_text = render_terminal(head, self.render_cols, prefix=prefix)
         if not omitted and not tail:
             return head_text
         tail_text = render_terminal(tail, self.render_cols)

@@ -69,3 +69,22 @@ def test_terminal_width_of_the_task_and_full_recording(tmp_path: Path) -> None:
     output = "".join(e[2] for e in events if e[1] == "o")
     assert "\r\n15000\r\n" in output  # the cap applies to the observation, the recording keeps every byte
     assert "\x1b]697" not in output
+
+
+@pytest.mark.engine
+def test_the_prompt_before_a_step_places_its_first_line_and_leaving_a_pager_shows_the_prompt() -> None:
+    client: DockerClient = engine.connect()
+    env = TerminalEnvironment(EnvironmentOptions(client=client))
+    with env:
+        env.reset(Task(id="p", instruction="x"))
+        # The prompt changes with the directory: the echoed command wraps where it did on screen,
+        # after the prompt it was typed at (20 columns), not after the longer prompt that follows.
+        command = "mkdir -p /work/a-longer-directory && cd /work/a-longer-directory && echo " + "x" * 120
+        lines = env.step(Action(kind=ActionKind.COMMAND, text=command)).observation.text.split("\n")
+        assert lines[:2] == [command[:140], command[140:]]
+        assert lines[-1] == "root@sandbox:/work/a-longer-directory# "
+        keys = [{"keystrokes": "seq 1 100 | less\n", "duration": 1.0}]
+        env.step(Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys)))
+        quit_keys = [{"keystrokes": "q", "duration": 0.5}]
+        text = env.step(Action(kind=ActionKind.KEYSTROKES, text=json.dumps(quit_keys))).observation.text
+        assert text.endswith("root@sandbox:/work/a-longer-directory# ")  # back at the shell, as a user sees
