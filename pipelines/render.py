@@ -303,8 +303,8 @@ def sft_rows(
 
     Caps apply to the chat-template-rendered conversation (`worldline.chat_template`). An over-long
     sample loses its oldest history pairs first; if system prompt, action and target alone exceed the
-    cap, the target is cut (`fit_target`). Returns (rows, turn indices skipped because not even a
-    one-token target fits).
+    cap, the target is cut (`fit_target`). Returns (rows, turn indices skipped because their
+    observation is blank or not even a one-token target fits).
     """
     cap = cfg.sft.max_tokens
     samples = eval_samples(traj)
@@ -326,6 +326,11 @@ def sft_rows(
             systems[version] = (rendered, message_tokens(counter, "system", rendered) if rendered else 0)
         system, system_tokens = systems[version]
         turn = traj.turns[t - 1]
+        if not turn.observation.text.strip():
+            # Nothing to predict (a screen that showed nothing new): the turn stays in the history of
+            # later samples but is never a target, so no SFT target is empty.
+            skipped.append(t)
+            continue
         reasoning = turn.metadata.get(REASONING_KEY)
         reasoning = reasoning if isinstance(reasoning, str) and reasoning.strip() else None
         target = target_text(turn.observation.text, cfg, reasoning)

@@ -288,3 +288,13 @@ def test_reasoning_precedes_the_prediction_and_is_dropped_first_when_over_cap() 
     cfg.sft.max_tokens = rows[0]["tokens"] - 1
     rows, _ = sft_rows(traj, LINEAGE, cfg, load_template_set(None), counter)
     assert rows[0]["messages"][-1]["content"].startswith(OBSERVATION_OPEN)
+
+
+def test_a_blank_observation_is_never_a_target_but_stays_in_the_history() -> None:
+    traj = _long_trajectory()
+    traj.turns[1].observation.text = " \n"  # e.g. a keystroke that changed nothing on screen
+    rows, skipped = sft_rows(traj, LINEAGE, PoolsConfig(), load_template_set(None), get_token_counter(None))
+    assert skipped == [2]
+    assert [r["turn_index"] for r in rows] == [t for t in range(1, len(traj.turns) + 1) if t != 2]
+    later = next(r for r in rows if r["turn_index"] == 3)
+    assert len(later["messages"]) == 1 + 2 * 2 + 1 + 1  # system, turns 1 and 2 as history, action, target

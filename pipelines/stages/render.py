@@ -42,6 +42,7 @@ STAGE = Stage(
         "samples.*",
         "sft.samples_truncated",
         "sft.samples_over_cap",
+        "sft.blank_targets_skipped",
         "dropped.rl_prompt_over_cap",
         "dropped.sft_over_cap",
     ),
@@ -175,8 +176,11 @@ class RoutePools(beam.DoFn):
                 truncated = sum(1 for r in rows if r["truncated"])
                 if truncated:
                     stats["sft.samples_truncated"] += truncated
-                if skipped:
-                    stats["sft.samples_over_cap"] += len(skipped)
+                blank = sum(1 for t in skipped if not item.turns[t - 1].observation.text.strip())
+                if blank:
+                    stats["sft.blank_targets_skipped"] += blank
+                if len(skipped) > blank:
+                    stats["sft.samples_over_cap"] += len(skipped) - blank
                 if not rows:
                     stats["dropped.sft_over_cap"] += 1
                     out.setdefault((REMOVED, 0), []).append(
@@ -185,7 +189,8 @@ class RoutePools(beam.DoFn):
                             "",
                             "pool_rules",
                             "sft_over_cap",
-                            f"no turn fits sft.max_tokens {self.cfg.sft.max_tokens} with a non-empty target",
+                            f"no turn fits sft.max_tokens {self.cfg.sft.max_tokens} with a non-empty target "
+                            "(turns with a blank observation are never targets)",
                         )
                     )
                     continue
