@@ -75,6 +75,20 @@ class RunStats:
     started: float = field(default_factory=time.monotonic)
 
 
+_CHECKPOINT_BUSY_TIMEOUT_S = 120.0
+
+
+def prepare_checkpoints(path: Path) -> None:
+    """Create the checkpoint database (tables, WAL journal) so that parallel workers only open it."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(str(path), timeout=_CHECKPOINT_BUSY_TIMEOUT_S)
+    try:
+        SqliteSaver(conn).setup()
+    finally:
+        conn.close()
+
+
 def checkpoint_thread_id(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
@@ -99,7 +113,10 @@ class GraphRunner:
         if checkpoint_path is not None:
             from langgraph.checkpoint.sqlite import SqliteSaver
 
-            self.conn = sqlite3.connect(str(checkpoint_path), check_same_thread=False)
+            # Parallel workers share the file: wait for each other's writes instead of failing.
+            self.conn = sqlite3.connect(
+                str(checkpoint_path), check_same_thread=False, timeout=_CHECKPOINT_BUSY_TIMEOUT_S
+            )
             self.saver = SqliteSaver(self.conn)
         self.graph = build_graph(config, curator=curator, checkpointer=self.saver)
         # Without checkpoints, the same graph runs through the direct executor (Pregel's per-step
@@ -404,6 +421,11 @@ class CleanRun:
         for _ in range(self.workers):
             task_q.put(None)
         checkpoint = str(self.out / CHECKPOINT_DB) if self.checkpoint else None
+        if checkpoint is not None:
+            # Create the tables and switch to WAL once, before the workers open the file: two workers
+            # doing it at the same moment fail with "database is locked" (the journal-mode switch
+            # needs the file to itself).
+            prepare_checkpoints(Path(checkpoint))
         procs = [
             ctx.Process(
                 target=_worker,

@@ -96,3 +96,36 @@ def test_sigkill_then_rerun_gives_the_same_accepted_set_once(tmp_path: Path, wor
     assert summary["records_in"] == 3600 == summary["accepted"] + summary["quarantined"]
     assert summary["resumed_records"] >= len(partial)
     assert summary["per_reason"] == json.loads((tmp_path / "ref" / "summary.json").read_text())["per_reason"]
+
+
+def test_parallel_workers_open_a_prepared_checkpoint_database_without_locking(tmp_path: Path) -> None:
+    """Workers that set up the shared checkpoint file at the same moment fail with "database is
+    locked" (the switch to WAL needs the file to itself); the run prepares it before they start."""
+    import sqlite3
+    import threading
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from curation_agents.runner import prepare_checkpoints
+
+    errors: list[BaseException] = []
+    for trial in range(30):
+        path = tmp_path / f"checkpoints-{trial}.sqlite"
+        prepare_checkpoints(path)
+        barrier = threading.Barrier(4)
+
+        def worker(path: Path = path, barrier: threading.Barrier = barrier) -> None:
+            # A short busy timeout, as a worker on a loaded machine would effectively see.
+            saver = SqliteSaver(sqlite3.connect(str(path), check_same_thread=False, timeout=5))
+            barrier.wait()
+            try:
+                saver.setup()
+            except sqlite3.OperationalError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
