@@ -2,10 +2,11 @@
 and the tool results rendered as the client received them.
 
 `MCPConnection` owns one asyncio event loop per episode; a single owner task enters the SDK's transport
-(stdio or streamable HTTP) and session context managers and keeps them open until `close`, while calls
-run on the same loop from the caller's thread (`run_until_complete`). The SDK's anyio cancel scopes are
-thus entered and left by the task that owns them, and N episodes in N runner threads are N independent
-loops and servers.
+(stdio or streamable HTTP) and session context managers and keeps them open until `close`, and a single
+caller task, started once the session is open, runs every request of the episode. The caller's thread
+hands it one request and runs the loop until that request is answered (see `MCPConnection._request`).
+The SDK's anyio cancel scopes are thus entered and left by the tasks that own them, and N episodes in N
+runner threads are N independent loops and servers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import base64
 import contextlib
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TextIO
 
 from mcp import types
@@ -26,6 +29,8 @@ from collectors.mcp_servers import Launch
 from collectors.sandbox import SandboxError
 
 DEFAULT_START_TIMEOUT_S = 30.0
+# json.dumps(..., ensure_ascii=False) builds an encoder on every call; one built once writes the same text.
+_JSON = json.JSONEncoder(ensure_ascii=False)
 
 
 class MCPServerError(SandboxError):
@@ -65,7 +70,7 @@ def render_tool_result(result: types.CallToolResult) -> str:
     if result.structured_content is not None:
         out["structuredContent"] = result.structured_content
     out["isError"] = bool(result.is_error)
-    return json.dumps(out, ensure_ascii=False)
+    return _JSON.encode(out)
 
 
 def render_error(code: int | None, message: str, data: Any = None) -> str:
@@ -73,7 +78,7 @@ def render_error(code: int | None, message: str, data: Any = None) -> str:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return json.dumps({"error": error}, ensure_ascii=False)
+    return _JSON.encode({"error": error})
 
 
 # -- the connection --------------------------------------------------------------------------------
@@ -83,8 +88,8 @@ class MCPConnection:
     """One client session to one server on a private event loop, driven synchronously.
 
     A single owner task enters the transport and session context managers and keeps them open until
-    `close`; calls run on the same loop from the caller's thread (`run_until_complete`), so the SDK's
-    anyio cancel scopes are entered and left by the task that owns them.
+    `close`; a single caller task runs the requests (`list_tools`, `call_tool`) that the caller's thread
+    hands it, so the SDK's anyio cancel scopes are entered and left by the task that owns them.
     """
 
     def __init__(
@@ -106,6 +111,10 @@ class MCPConnection:
         self.init: types.InitializeResult | None = None
         self._owner: asyncio.Task[None] | None = None
         self._closing: asyncio.Event | None = None
+        self._caller: asyncio.Task[None] | None = None
+        self._inbox: asyncio.Future[Callable[[], Awaitable[Any]]] | None = None
+        self._outcome: tuple[Any, BaseException | None] | None = None
+        self._unanswered: str | None = None
         self.closed_reason: str | None = None
 
     # lifecycle
@@ -120,6 +129,8 @@ class MCPConnection:
         done, _ = await asyncio.wait(waiting, timeout=timeout_s, return_when="FIRST_COMPLETED")
         if ready in done:
             self.init = ready.result()
+            self._inbox = self.loop.create_future()
+            self._caller = self.loop.create_task(self._serve_requests())
             return self.init
         if self._owner in done:
             exc = self._owner.exception()
@@ -174,10 +185,22 @@ class MCPConnection:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(self._owner, timeout=5.0)
 
+    async def _stop_caller(self) -> None:
+        caller = self._caller
+        if caller is None:
+            return
+        if not caller.done():
+            caller.cancel()
+            with contextlib.suppress(BaseException):  # its cancellation, or the request it was cut out of
+                await asyncio.wait_for(caller, timeout=5.0)
+        elif not caller.cancelled():
+            caller.exception()  # an interrupt that ended it already reached the thread it interrupted
+
     def close(self) -> None:
         if self.loop.is_closed():
             return
         try:
+            self.loop.run_until_complete(self._stop_caller())
             self.loop.run_until_complete(self._stop_owner())
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         finally:
@@ -189,6 +212,47 @@ class MCPConnection:
         if self.session is None:
             raise MCPServerError("the MCP session is not open (call open() first)")
         return self.session
+
+    async def _serve_requests(self) -> None:
+        """The caller task: awaits the next request from the caller's thread, runs it, keeps its outcome
+        and stops the loop, which hands control back to that thread in the same loop turn that brought
+        the answer. A `run_until_complete` per call would cost a task, a done callback and two more loop
+        turns each time: about a tenth of a fast tool call on a loaded machine."""
+        loop = self.loop
+        while True:
+            assert self._inbox is not None
+            request = await self._inbox
+            self._inbox = loop.create_future()
+            try:
+                self._outcome = (await request(), None)
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # close() stops this task
+                self._outcome = (None, exc)
+            except Exception as exc:
+                self._outcome = (None, exc)
+            loop.stop()
+
+    def _request(self, request: Callable[[], Awaitable[Any]], what: str) -> Any:
+        """Run `request` on the caller task and return its result (or raise its exception)."""
+        if self._unanswered is not None:
+            raise MCPServerError(f"the MCP session is unusable: {self._unanswered} was interrupted")
+        inbox = self._inbox
+        if self._caller is None or self._caller.done() or inbox is None:
+            raise MCPServerError("the MCP session is not open (call open() first)")
+        self._outcome = None
+        self._unanswered = what
+        inbox.set_result(request)
+        self.loop.run_forever()  # until the caller task has the outcome and stops the loop
+        outcome = self._outcome
+        if outcome is None:
+            raise MCPServerError(f"the MCP session's caller task ended without answering {what}")
+        self._unanswered, self._outcome = None, None
+        result, error = outcome
+        if error is not None:
+            raise error
+        return result
 
     def list_tools(self) -> list[types.Tool]:
         session = self._require()
@@ -204,15 +268,18 @@ class MCPConnection:
                 if not cursor:
                     return tools
 
-        return self.loop.run_until_complete(asyncio.wait_for(all_pages(), self.call_timeout_s))
+        tools: list[types.Tool] = self._request(
+            lambda: asyncio.wait_for(all_pages(), self.call_timeout_s), "tools/list"
+        )
+        return tools
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """The server's result; raises MCPError for JSON-RPC errors, timeouts and a closed connection."""
         session = self._require()
         # The SDK's own read timeout answers a slow server with an MCPError (REQUEST_TIMEOUT).
-        return self.loop.run_until_complete(
-            session.call_tool(name, arguments, read_timeout_seconds=self.call_timeout_s)
-        )
+        request = partial(session.call_tool, name, arguments, read_timeout_seconds=self.call_timeout_s)
+        result: types.CallToolResult = self._request(request, f"tools/call {name!r}")
+        return result
 
     def server_alive(self) -> bool:
         return self._owner is not None and not self._owner.done()
