@@ -30,6 +30,9 @@ import docker.errors
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
+import jsonschema_rs
+import referencing
+import referencing.exceptions
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
@@ -84,28 +87,62 @@ def tool_spec(tool: types.Tool) -> ToolSpec:
     return ToolSpec(name=tool.name, description=description, parameters=dict(tool.input_schema or {}))
 
 
-def schema_validator(schema: dict[str, Any] | None) -> Any:
-    """A compiled validator of a tool's input schema (None when it has none or it is not valid JSON Schema).
-    Built once per tool at reset: checking the schema itself on every call would cost more than the call."""
-    if not schema:
-        return None
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-    except jsonschema.SchemaError:
-        return None
-    return cls(schema)
+class ArgumentCheck:
+    """A tool's input schema, compiled once per tool at reset, that says why arguments break it.
+
+    jsonschema is the reference: its best match is the `schema_violation` we record. It costs 10 us on
+    a one-field schema and 150 us on a nested one, per call, so jsonschema_rs (the same drafts, compiled
+    to native code, under 1 us) answers first, and jsonschema runs only on arguments it rejects (or when
+    it cannot compile the schema). Where the two disagree, a rejection by jsonschema_rs alone counts as
+    conforming (jsonschema's verdict), an acceptance stands (the one known case: a float `multipleOf`,
+    which jsonschema's float division gets wrong). Formats are not checked, as jsonschema does without
+    a format checker; a remote `$ref` is never fetched (by either), and arguments it would need are not
+    checked.
+    """
+
+    def __init__(self, schema: dict[str, Any] | None) -> None:
+        self.reference: Any = None
+        self.fast: Any = None
+        if not schema:
+            return
+        try:
+            cls = jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+        except jsonschema.SchemaError:
+            return  # not valid JSON Schema: nothing can be checked against it
+        # `retrieve` is referencing's documented argument; mypy reads the attrs field's private name.
+        registry = referencing.Registry(retrieve=_refuse_remote_reference)  # type: ignore[call-arg]
+        self.reference = cls(schema, registry=registry)
+        try:
+            self.fast = jsonschema_rs.validator_for(
+                schema, validate_formats=False, retriever=_refuse_remote_reference
+            )
+        except (ValueError, TypeError, jsonschema_rs.ReferencingError):
+            # a draft, $ref or keyword it does not take: jsonschema alone
+            self.fast = None
+
+    def violation(self, arguments: dict[str, Any]) -> str | None:
+        """Why `arguments` break the schema (None when they conform or it cannot be checked)."""
+        if self.reference is None:
+            return None
+        if self.fast is not None:
+            try:
+                if self.fast.is_valid(arguments):
+                    return None
+            except (ValueError, TypeError, OverflowError, jsonschema_rs.ReferencingError):
+                pass  # a value it cannot convert or a $ref it cannot follow: the reference decides
+        try:
+            error = jsonschema.exceptions.best_match(self.reference.iter_errors(arguments))
+        except referencing.exceptions.Unresolvable:
+            return None
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        return f"{where}: {error.message}"
 
 
-def schema_violation(arguments: dict[str, Any], validator: Any) -> str | None:
-    """Why `arguments` break the tool's input schema (None when they conform or it cannot be checked)."""
-    if validator is None:
-        return None
-    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-    return f"{where}: {error.message}"
+def _refuse_remote_reference(uri: str) -> Any:
+    raise ValueError(f"remote schema {uri} is not fetched")
 
 
 # -- the environment -------------------------------------------------------------------------------
@@ -122,7 +159,7 @@ class MCPEnvironment(Environment):
         self.connection: MCPConnection | None = None
         self.workspace: Path | None = None
         self.tools: dict[str, types.Tool] = {}
-        self.validators: dict[str, Any] = {}
+        self.argument_checks: dict[str, ArgumentCheck] = {}
         self.space = ActionSpace()
         self._stderr: TextIO | None = None
         self._server_died: str | None = None
@@ -304,7 +341,7 @@ class MCPEnvironment(Environment):
                 f"task {task.id}: the MCP server failed to start: {exc_text(exc)}{self._stderr_tail()}"
             ) from exc
         self.tools = {t.name: t for t in tools}
-        self.validators = {t.name: schema_validator(t.input_schema) for t in tools}
+        self.argument_checks = {t.name: ArgumentCheck(t.input_schema) for t in tools}
         info = init.server_info
         self.space = ActionSpace(
             description=(
@@ -384,7 +421,7 @@ class MCPEnvironment(Environment):
         if name not in self.tools:
             return out_of_action_space(action, self.space)
         info: dict[str, Any] = {}
-        violation = schema_violation(arguments, self.validators.get(name))
+        violation = self.argument_checks[name].violation(arguments)
         if violation:
             info["schema_violation"] = violation
         try:

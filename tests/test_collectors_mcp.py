@@ -4,29 +4,37 @@ become observations or env_failure trajectories, the openai policy, and the runn
 
 from __future__ import annotations
 
+import asyncio
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from docker import DockerClient
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from collectors import engine
 from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
-from collectors.mcp import MCPEnvironment, MCPServerError, render_tool_result
-from collectors.mcp_servers import BUNDLED
+from collectors.mcp import ArgumentCheck, MCPEnvironment, MCPServerError, render_tool_result
+from collectors.mcp_client import MCPConnection
+from collectors.mcp_servers import BUNDLED, Launch
 from collectors.runner import CollectConfig, CollectError, collect
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
 from schemas import TrajectoryStatus, iter_trajectories
 from tests.fakellm import FakeReply, FakeToolCall
+from tests.strategies import json_value
 from worldline.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,6 +248,119 @@ def test_render_tool_result_keeps_the_wire_form() -> None:
         "structuredContent": {"a": 1},
         "isError": False,
     }
+
+
+# -- the argument check ----------------------------------------------------------------------------
+
+# Input schemas as servers write them: zod-to-json-schema's draft-07 (nested objects and arrays, a
+# format, a pattern) and the SDK's 2020-12 without $schema ($defs and $ref, prefixItems, closed objects).
+CHECKED_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "entities": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "minLength": 1}, "tags": {"type": "array"}},
+                    "required": ["name"],
+                },
+            },
+            "email": {"type": "string", "format": "email"},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"},
+            "limit": {"type": "integer", "minimum": 0, "maximum": 10},
+        },
+        "required": ["entities"],
+    },
+    {
+        "type": "object",
+        "$defs": {"point": {"type": "array", "prefixItems": [{"type": "number"}, {"type": "number"}]}},
+        "properties": {
+            "at": {"$ref": "#/$defs/point"},
+            "mode": {"enum": ["fast", "exact", None]},
+            "flag": {"type": "boolean"},
+        },
+        "additionalProperties": False,
+    },
+]
+SCHEMA_KEYS = ["entities", "email", "code", "limit", "at", "mode", "flag", "name", "tags"]
+arguments = st.dictionaries(st.sampled_from(SCHEMA_KEYS), json_value, max_size=4) | st.fixed_dictionaries(
+    {"entities": st.lists(st.fixed_dictionaries({"name": st.text(max_size=3)}), max_size=2)},
+    optional={
+        "email": st.sampled_from(["a@b.c", "not an address"]),
+        "code": st.sampled_from(["FR75", "fr75", "FR"]),
+        "limit": st.integers(-2, 12) | st.floats(-1, 11),
+        "at": st.lists(st.integers() | st.text(max_size=2), max_size=3),
+        "mode": st.sampled_from(["fast", "slow", None]),
+    },
+)
+
+
+@pytest.mark.parametrize("schema", CHECKED_SCHEMAS, ids=["draft-07", "2020-12"])
+@given(instance=arguments)
+def test_argument_check_gives_the_verdict_and_message_of_jsonschema(
+    schema: dict[str, Any], instance: dict[str, Any]
+) -> None:
+    check = ArgumentCheck(schema)
+    assert check.fast is not None  # the native check is in use for these schemas
+    reference = jsonschema.validators.validator_for(schema)(schema)
+    error = jsonschema.exceptions.best_match(reference.iter_errors(instance))
+    if error is None:
+        assert check.violation(instance) is None
+    else:
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        assert check.violation(instance) == f"{where}: {error.message}"
+
+
+def test_argument_check_never_fetches_a_remote_schema() -> None:
+    fetched: list[str] = []
+
+    class Schemas(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            body = b'{"type": "string"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/schema+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Schemas)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/name.json"
+        check = ArgumentCheck({"type": "object", "properties": {"name": {"$ref": url}}, "required": ["name"]})
+        assert check.violation({"name": 1}) is None  # what the remote schema says cannot be known
+        assert check.violation({}) == "arguments: 'name' is a required property"
+    finally:
+        server.shutdown()
+    assert fetched == []
+
+
+def test_connection_refuses_requests_after_one_was_interrupted() -> None:
+    """A request cut short by an exception the loop lets through (Ctrl-C) leaves the session unusable
+    with a clear error, and close() still stops the server."""
+    with open(os.devnull, "w") as errlog:
+        connection = MCPConnection(launch=Launch(sys.executable, [TEST_SERVER], {}, None), errlog=errlog)
+        try:
+            connection.open()
+            assert connection.call_tool("echo", {"text": "one"}).content[0].text == "one"  # type: ignore[union-attr]
+
+            async def interrupted() -> None:
+                await asyncio.sleep(0)
+                raise KeyboardInterrupt
+
+            with pytest.raises(KeyboardInterrupt):
+                connection._request(interrupted, "a test request")
+            with pytest.raises(MCPServerError, match="unusable: a test request was interrupted"):
+                connection.call_tool("echo", {"text": "two"})
+        finally:
+            connection.close()
+        assert not connection.server_alive() and connection.loop.is_closed()
 
 
 # -- streamable HTTP ------------------------------------------------------------------------------
