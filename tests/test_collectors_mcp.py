@@ -28,7 +28,7 @@ from collectors import engine
 from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
 from collectors.mcp import ArgumentCheck, MCPEnvironment, MCPServerError, render_tool_result
-from collectors.mcp_client import MCPConnection
+from collectors.mcp_client import MCPConnection, write_json
 from collectors.mcp_servers import BUNDLED, Launch
 from collectors.runner import CollectConfig, CollectError, collect
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
@@ -248,6 +248,11 @@ def test_render_tool_result_keeps_the_wire_form() -> None:
         "structuredContent": {"a": 1},
         "isError": False,
     }
+
+
+@given(value=json_value | st.floats() | st.dictionaries(st.text(), json_value))
+def test_observations_are_written_as_json_dumps_writes_them(value: Any) -> None:
+    assert write_json(value) == json.dumps(value, ensure_ascii=False)
 
 
 # -- the argument check ----------------------------------------------------------------------------
