@@ -1,12 +1,13 @@
 """MCP and search collectors, measured in one run.
 
 1. Tool calls per second through our MCP environment (`MCPEnvironment.step`: action parsing, schema
-   check, rendering of the result) vs the bare SDK client (`stdio_client` + `ClientSession.call_tool`
-   in one asyncio.run) on the same bundled server and tool. Goal: overhead <= 10%.
+   check, the call with its timeout, rendering of the result) vs the bare SDK client (`stdio_client` +
+   `ClientSession.call_tool` in one asyncio.run) on the same bundled server, tool and arguments: both
+   sessions warmed up, then rounds alternating between them, median and range. Goal: overhead <= 10%.
 2. Queries per second on the local BM25 index (tantivy), with the index's size, raw and through
    `web_search` (rendering and conditions included); bm25s on the same pages when it is installed.
 
-Run: .venv/bin/python benchmarks/mcp_search_bench.py [--calls 300] [--rounds 3] [--queries 500]
+Run: .venv/bin/python benchmarks/mcp_search_bench.py [--calls 300] [--rounds 7] [--queries 500]
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import queue
+import statistics
 import sys
 import tempfile
+import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,67 +55,138 @@ MCP_CASES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-async def bare_sdk(server: str, tool: str, arguments: dict[str, Any], calls: int) -> tuple[float, float]:
-    """(calls per second, client CPU microseconds per call) of the SDK alone, session initialised."""
-    with tempfile.TemporaryDirectory() as ws:
-        launch = BUNDLED[server].launch(Path(ws), {})
-        params = StdioServerParameters(
-            command=launch.command, args=launch.args, env=launch.env or None, cwd=launch.cwd
-        )
-        with open("/dev/null", "w") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                await session.list_tools()
-                for _ in range(10):
-                    await session.call_tool(tool, arguments)
-                started, cpu = time.perf_counter(), time.process_time()
-                for _ in range(calls):
-                    await session.call_tool(tool, arguments)
-                return calls / (time.perf_counter() - started), (time.process_time() - cpu) / calls * 1e6
+WARMUP_CALLS = 200
+CALL_TIMEOUT_S = 30.0  # both sides make the same call: the SDK's call_tool with this read timeout
 
 
-def ours(server: str, tool: str, arguments: dict[str, Any], calls: int) -> tuple[float, float]:
-    """(calls per second, client CPU microseconds per call) through MCPEnvironment.step, after reset."""
-    env = MCPEnvironment(EnvironmentOptions())
-    try:
-        env.reset(Task(id="bench", instruction="bench", config={"mcp": {"server": server}}))
-        action = tool_call_action(tool, arguments)
-        for _ in range(10):
-            env.step(action)
+class BareSDK:
+    """The SDK alone on the same server: `stdio_client` + `ClientSession` in one `asyncio.run`, on a
+    thread of its own so its session stays open across rounds; a round is `calls` awaits of
+    `session.call_tool` in a row, as a plain async client makes them, with our call's read timeout."""
+
+    def __init__(self, server: str, tool: str, arguments: dict[str, Any]) -> None:
+        self.server, self.tool, self.arguments = server, tool, arguments
+        self.rounds: queue.Queue[int | None] = queue.Queue()
+        self.results: queue.Queue[tuple[float, float] | BaseException] = queue.Queue()
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._serve()), name="bare-sdk")
+        self.thread.start()
+        ready = self.results.get()
+        if isinstance(ready, BaseException):
+            raise ready
+
+    async def _serve(self) -> None:
+        try:
+            with tempfile.TemporaryDirectory() as ws, open("/dev/null", "w") as errlog:
+                launch = BUNDLED[self.server].launch(Path(ws), {})
+                params = StdioServerParameters(
+                    command=launch.command, args=launch.args, env=launch.env or None, cwd=launch.cwd
+                )
+                async with (
+                    stdio_client(params, errlog=errlog) as (read, write),
+                    ClientSession(read, write) as session,
+                ):
+                    await session.initialize()
+                    await session.list_tools()
+                    call = partial(
+                        session.call_tool, self.tool, self.arguments, read_timeout_seconds=CALL_TIMEOUT_S
+                    )
+                    for _ in range(WARMUP_CALLS):
+                        await call()
+                    self.results.put((0.0, 0.0))
+                    # Between rounds this loop blocks on the queue: the session is idle, nothing to serve.
+                    while (calls := self.rounds.get()) is not None:
+                        started, cpu = time.perf_counter(), time.process_time()
+                        for _ in range(calls):
+                            await call()
+                        self.results.put(measured(calls, started, cpu))
+        except BaseException as exc:
+            self.results.put(exc)
+            raise
+
+    def round(self, calls: int) -> tuple[float, float]:
+        self.rounds.put(calls)
+        result = self.results.get()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def close(self) -> None:
+        self.rounds.put(None)
+        self.thread.join()
+
+
+class Ours:
+    """`MCPEnvironment.step` on a reset environment: action parsing, the schema check, the call with its
+    timeout, the rendering of the observation."""
+
+    def __init__(self, server: str, tool: str, arguments: dict[str, Any]) -> None:
+        self.env = MCPEnvironment(EnvironmentOptions())
+        cfg = {"server": server, "timeout_s": CALL_TIMEOUT_S}
+        self.env.reset(Task(id="bench", instruction="bench", config={"mcp": cfg}))
+        self.action = tool_call_action(tool, arguments)
+        for _ in range(WARMUP_CALLS):
+            self.env.step(self.action)
+
+    def round(self, calls: int) -> tuple[float, float]:
         started, cpu = time.perf_counter(), time.process_time()
         for _ in range(calls):
-            result = env.step(action)
-        rate = calls / (time.perf_counter() - started), (time.process_time() - cpu) / calls * 1e6
+            result = self.env.step(self.action)
+        rate = measured(calls, started, cpu)
         assert not result.observation.is_error, result.observation.text
         return rate
-    finally:
-        env.close()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def measured(calls: int, started: float, cpu: float) -> tuple[float, float]:
+    """(calls per second, this process's CPU microseconds per call) since `started` / `cpu`."""
+    return calls / (time.perf_counter() - started), (time.process_time() - cpu) / calls * 1e6
 
 
 def bench_mcp(calls: int, rounds: int) -> None:
     print("== MCP: the same bundled server and tool, bare SDK client vs our environment")
-    print("   calls/s: wall clock, best round (higher is better); CPU: this process's CPU time per call")
     print(
-        f"{'server/tool':<28}{'bare calls/s':>13}{'ours':>8}{'overhead':>10}{'bare CPU':>11}{'ours':>9}{'added':>9}"
+        f"   both sessions open and warmed up ({WARMUP_CALLS} calls), then {rounds} rounds of {calls} calls, "
+        "alternating which side goes first;\n   median over rounds [min..max]; overhead = bare/ours - 1 "
+        "per round; CPU = this process's CPU time per call"
+    )
+    print(
+        f"{'server/tool':<24}{'bare calls/s':>22}{'ours calls/s':>22}{'overhead':>26}"
+        f"{'bare CPU':>10}{'ours CPU':>10}{'added':>8}"
     )
     for server, tool, arguments in MCP_CASES:
         if not BUNDLED[server].is_installed():
-            print(f"{server + '/' + tool:<28} skipped: not installed (bash infra/install-mcp-servers.sh)")
+            print(f"{server + '/' + tool:<24} skipped: not installed (bash infra/install-mcp-servers.sh)")
             continue
-        # Interleaved rounds, best of each side, so a noisy neighbour on a shared machine hurts both alike.
-        bare_runs, our_runs = [], []
-        for _ in range(rounds):
-            bare_runs.append(asyncio.run(bare_sdk(server, tool, arguments, calls)))
-            our_runs.append(ours(server, tool, arguments, calls))
-        bare, mine = max(r for r, _ in bare_runs), max(r for r, _ in our_runs)
-        bare_cpu, our_cpu = min(c for _, c in bare_runs), min(c for _, c in our_runs)
+        bare, ours = BareSDK(server, tool, arguments), Ours(server, tool, arguments)
+        try:
+            bare_runs, our_runs = [], []
+            for i in range(rounds):
+                # ABBA order: a neighbour's load that drifts during a round pair hurts both sides alike.
+                if i % 2 == 0:
+                    bare_runs.append(bare.round(calls))
+                    our_runs.append(ours.round(calls))
+                else:
+                    our_runs.append(ours.round(calls))
+                    bare_runs.append(bare.round(calls))
+        finally:
+            ours.close()
+            bare.close()
+        bare_rates, our_rates = [r for r, _ in bare_runs], [r for r, _ in our_runs]
+        overheads = [b / o - 1 for b, o in zip(bare_rates, our_rates, strict=True)]
+        bare_cpu = statistics.median(c for _, c in bare_runs)
+        our_cpu = statistics.median(c for _, c in our_runs)
         print(
-            f"{server + '/' + tool:<28}{bare:>13.0f}{mine:>8.0f}{bare / mine - 1:>+10.1%}"
-            f"{bare_cpu:>9.0f}us{our_cpu:>7.0f}us{our_cpu - bare_cpu:>+7.0f}us"
+            f"{server + '/' + tool:<24}{spread(bare_rates, '{:.0f}'):>22}{spread(our_rates, '{:.0f}'):>22}"
+            f"{spread(overheads, '{:+.1%}'):>26}{bare_cpu:>8.0f}us{our_cpu:>8.0f}us{our_cpu - bare_cpu:>+6.0f}us"
         )
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """The median of `values` and their range, as 'median [min-max]'."""
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{fmt.format(mid)} [{fmt.format(low)}..{fmt.format(high)}]"
 
 
 def bench_search(queries: int) -> None:
@@ -189,10 +265,10 @@ def engines_on_the_same_pages(queries: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=300, help="MCP tool calls per round and side")
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument(
-        "--rounds", type=int, default=3, help="interleaved MCP rounds per side (best is kept)"
+        "--rounds", type=int, default=7, help="alternating MCP rounds per side (median and range reported)"
     )
     args = parser.parse_args()
     bench_mcp(args.calls, args.rounds)
