@@ -233,7 +233,8 @@ class MCPConnection:
         """The caller task: awaits the next request from the caller's thread, runs it, keeps its outcome
         and stops the loop, which hands control back to that thread in the same loop turn that brought
         the answer. A `run_until_complete` per call would cost a task, a done callback and two more loop
-        turns each time: about a tenth of a fast tool call on a loaded machine."""
+        turns each time. Whatever ends a request, the loop is stopped, so the caller's thread never waits
+        on a loop that nobody will stop."""
         loop = self.loop
         while True:
             assert self._inbox is not None
@@ -248,6 +249,10 @@ class MCPConnection:
                 self._outcome = (None, exc)
             except Exception as exc:
                 self._outcome = (None, exc)
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: this task ends with it
+                self._outcome = (None, exc)
+                loop.stop()
+                raise
             loop.stop()
 
     def _request(self, request: Callable[[], Awaitable[Any]], what: str) -> Any:
@@ -255,8 +260,11 @@ class MCPConnection:
         if self._unanswered is not None:
             raise MCPServerError(f"the MCP session is unusable: {self._unanswered} was interrupted")
         inbox = self._inbox
-        if self._caller is None or self._caller.done() or inbox is None:
+        if self._caller is None or inbox is None:
             raise MCPServerError("the MCP session is not open (call open() first)")
+        if self._caller.done():
+            ended = "it was closed" if self._caller.cancelled() else exc_text(self._caller.exception())
+            raise MCPServerError(f"the MCP session takes no more requests: {ended}")
         self._outcome = None
         self._unanswered = what
         inbox.set_result(request)

@@ -346,22 +346,37 @@ def test_argument_check_never_fetches_a_remote_schema() -> None:
     assert fetched == []
 
 
-def test_connection_refuses_requests_after_one_was_interrupted() -> None:
-    """A request cut short by an exception the loop lets through (Ctrl-C) leaves the session unusable
-    with a clear error, and close() still stops the server."""
+class StrayBaseException(BaseException):
+    """A BaseException that asyncio neither re-raises from the loop nor treats as cancellation."""
+
+
+@pytest.mark.timeout(120)  # the failure this guards against is a caller's thread waiting forever
+@pytest.mark.parametrize(
+    ("cut", "after"),
+    [
+        (KeyboardInterrupt, "unusable: a test request was interrupted"),
+        (StrayBaseException, "takes no more requests: StrayBaseException"),
+    ],
+)
+def test_a_request_cut_short_returns_control_and_the_session_says_why_it_refuses_more(
+    cut: type[BaseException], after: str
+) -> None:
+    """A request ended by an exception the caller task does not keep (Ctrl-C, or any BaseException)
+    still hands control back to the caller's thread; later requests get a clear error, and close()
+    still stops the server."""
     with open(os.devnull, "w") as errlog:
         connection = MCPConnection(launch=Launch(sys.executable, [TEST_SERVER], {}, None), errlog=errlog)
         try:
             connection.open()
             assert connection.call_tool("echo", {"text": "one"}).content[0].text == "one"  # type: ignore[union-attr]
 
-            async def interrupted() -> None:
+            async def cut_short() -> None:
                 await asyncio.sleep(0)
-                raise KeyboardInterrupt
+                raise cut
 
-            with pytest.raises(KeyboardInterrupt):
-                connection._request(interrupted, "a test request")
-            with pytest.raises(MCPServerError, match="unusable: a test request was interrupted"):
+            with pytest.raises(cut):
+                connection._request(cut_short, "a test request")
+            with pytest.raises(MCPServerError, match=after):
                 connection.call_tool("echo", {"text": "two"})
         finally:
             connection.close()
