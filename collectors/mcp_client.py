@@ -131,6 +131,7 @@ class MCPConnection:
         self._inbox: asyncio.Future[Callable[[], Awaitable[Any]]] | None = None
         self._outcome: tuple[Any, BaseException | None] | None = None
         self._unanswered: str | None = None
+        self._interrupted: str | None = None
         self.closed_reason: str | None = None
 
     # lifecycle
@@ -255,8 +256,28 @@ class MCPConnection:
                 raise
             loop.stop()
 
+    def interrupt(self, reason: str) -> None:
+        """From any thread: end the request in flight (its caller gets `MCPServerError(reason)`) and
+        refuse later ones. The loop belongs to the caller's thread, so the work is handed to it; when
+        no request is in flight nothing runs until the next one, which is refused. `close` still
+        releases the session from the caller's thread."""
+        self._interrupted = reason
+        if not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed in between: nothing to end
+                self.loop.call_soon_threadsafe(self._end_request_in_flight, reason)
+
+    def _end_request_in_flight(self, reason: str) -> None:
+        if self._unanswered is None or self._outcome is not None or not self.loop.is_running():
+            return  # no request is waiting (a close() runs the loop): nothing to hand back
+        self._outcome = (None, MCPServerError(f"{self._unanswered} was interrupted: {reason}"))
+        if self._caller is not None:
+            self._caller.cancel()  # the request it awaits is abandoned with it
+        self.loop.stop()
+
     def _request(self, request: Callable[[], Awaitable[Any]], what: str) -> Any:
         """Run `request` on the caller task and return its result (or raise its exception)."""
+        if self._interrupted is not None:
+            raise MCPServerError(f"the MCP session was interrupted: {self._interrupted}")
         if self._unanswered is not None:
             raise MCPServerError(f"the MCP session is unusable: {self._unanswered} was interrupted")
         inbox = self._inbox

@@ -528,6 +528,52 @@ def test_failing_servers_become_env_failures_and_the_run_continues(tmp_path: Pat
     assert {t.name for t in fine.action_space.tools} == {"echo", "add", "picture", "fail", "slow", "crash"}
 
 
+def test_episode_deadline_ends_a_blocked_tool_call_and_the_run_goes_on(tmp_path: Path) -> None:
+    """The deadline fires while a tool call waits on a server that answers long after it (the call's own
+    timeout is longer still): the call returns as an error observation, the episode is an env_failure
+    naming the deadline, the server is gone, and the next task runs."""
+    tasks = tmp_path / "t.jsonl"
+    server = {"command": sys.executable, "args": [TEST_SERVER], "timeout_s": 600}
+    rows = [
+        {
+            "id": "blocked",
+            "instruction": "x",
+            "deadline_s": 4,
+            "mcp": server,
+            "actions": [
+                {"name": "echo", "arguments": {"text": "before"}},
+                {"name": "slow", "arguments": {"seconds": 300}},
+                {"name": "echo", "arguments": {"text": "never sent"}},
+            ],
+        },
+        {
+            "id": "next",
+            "instruction": "x",
+            "mcp": server,
+            "actions": [{"name": "echo", "arguments": {"text": "ok"}}],
+        },
+    ]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done: list[Any] = []
+    runner = threading.Thread(
+        target=lambda: done.append(
+            collect(CollectConfig(env="mcp", tasks_path=tasks, policy="scripted", out=tmp_path / "out"))
+        ),
+        daemon=True,
+    )
+    runner.start()
+    runner.join(120)  # the blocked call would otherwise wait 300 s for the server
+    assert done, "collect did not return: the deadline did not end the blocked tool call"
+    by_id = {t.metadata["task_id"]: t for t in iter_trajectories(tmp_path / "out")}
+    blocked = by_id["blocked"]
+    assert blocked.status == TrajectoryStatus.ENV_FAILURE
+    assert "deadline" in (blocked.status_reason or "") and blocked.metadata.get("deadline_exceeded") is True
+    assert len(blocked.turns) == 2 and "before" in blocked.turns[0].action.text
+    last = blocked.turns[1]
+    assert last.observation.is_error and "interrupted" in last.observation.text
+    assert by_id["next"].status == TrajectoryStatus.COMPLETE
+
+
 # -- policies and the runner -----------------------------------------------------------------------
 
 
