@@ -22,27 +22,33 @@ one MinHash signature per pooled trajectory).
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
+from pipelines import fs
 from pipelines.config import ALL_POOLS, EVAL_POOL, POOLS, PoolsConfig
 from pipelines.filters import apply_filters, validate_record
-from pipelines.inputs import read_eval_ngrams, read_eval_turns, read_knowledge_file
+from pipelines.inputs import (
+    iter_input_records,
+    knowledge_files,
+    read_eval_ngrams,
+    read_eval_turns,
+    read_knowledge_file,
+)
 from pipelines.minhash import NearDuplicateIndex, exact_key, normalise, signatures
 from pipelines.ngrams import ContainmentIndex, text_grams
 from pipelines.render import OBSERVATION_CLOSE, OBSERVATION_OPEN
 from pipelines.stages.decontaminate import EvalTurnMatcher, eval_pool_grams, training_grams
 from pipelines.stages.dedup import trajectory_text
 from pipelines.stages.spill import ASSIGNMENTS
-from schemas.shards import ShardError, iter_record_batches, sha256_file
+from schemas.shards import ShardError
 from schemas.trajectory import Trajectory
 from worldline.agentworldbench import RESPONSE_MARKER
 from worldline.chat_template import count_chat_tokens
@@ -60,15 +66,16 @@ class Violation:
         return {"check": self.check, "detail": self.detail, "rows": self.rows[:50], "count": len(self.rows)}
 
 
-def _parts(out: Path, name: str) -> list[Path]:
-    return sorted((out / name).glob("part-*.parquet")) if (out / name).is_dir() else []
+def _parts(out: str, name: str) -> list[str]:
+    return fs.list_files(fs.join(out, name), "part-*.parquet", recursive=False)
 
 
-def _stream(out: Path, name: str, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+def _stream(out: str, name: str, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """The rows of one table, batch by batch (bounded memory)."""
     for f in _parts(out, name):
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=BATCH_ROWS, columns=columns):
-            yield from batch.to_pylist()
+        with fs.open_read(f) as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, columns=columns):
+                yield from batch.to_pylist()
 
 
 class Report:
@@ -86,16 +93,16 @@ class Report:
         return [Violation(c, d, rows) for (c, d), rows in self.found.items()]
 
 
-def check_checksums(out: Path, manifest: dict[str, Any], report: Report) -> None:
+def check_checksums(out: str, manifest: dict[str, Any], report: Report) -> None:
     for pool, info in manifest["pools"].items():
         for f in info["files"]:
-            path = out / f["path"]
-            if not path.exists() or sha256_file(path) != f["sha256"]:
+            path = fs.join(out, f["path"])
+            if not fs.is_file(path) or fs.sha256(path) != f["sha256"]:
                 report.add("checksum", f"{pool}: part changed or missing since the build", f["path"])
         listed = {f["path"] for f in info["files"]}
         for p in _parts(out, pool):
-            if str(p.relative_to(out)) not in listed:
-                report.add("checksum", f"{pool}: parts not in the manifest", str(p.relative_to(out)))
+            if fs.relative(p, out) not in listed:
+                report.add("checksum", f"{pool}: parts not in the manifest", fs.relative(p, out))
 
 
 def _token_stats(values: list[int]) -> dict[str, float]:
@@ -173,7 +180,7 @@ class PoolRows:
         self.knowledge: set[str] = set()
 
 
-def read_pool_rows(out: Path, cfg: PoolsConfig, counter: Any, report: Report) -> PoolRows:
+def read_pool_rows(out: str, cfg: PoolsConfig, counter: Any, report: Report) -> PoolRows:
     seen = PoolRows()
     cap_rl, cap_sft = cfg.rl.max_prompt_tokens, cfg.sft.max_tokens
     for pool in ALL_POOLS:
@@ -291,7 +298,7 @@ def check_stats(manifest: dict[str, Any], seen: PoolRows, report: Report) -> Non
             )
 
 
-def check_assignments(out: Path, seen: PoolRows, report: Report) -> None:
+def check_assignments(out: str, seen: PoolRows, report: Report) -> None:
     assigned: dict[str, str] = {}
     for a in _stream(out, ASSIGNMENTS, ["trajectory_id", "pool"]):
         assigned[a["trajectory_id"]] = a["pool"]
@@ -316,15 +323,14 @@ def pooled_trajectories(
     found: set[str] = set()
     for item in manifest.get("inputs", []):
         path = item["path"]
-        if not Path(path).exists():
+        if not fs.exists(path):
             report.add(
                 "input_missing", "inputs the pools were built from are missing: nothing can be proven", path
             )
             continue
         try:
-            batches = iter_record_batches(path, batch_size=BATCH_ROWS)
-            for _, batch in batches:
-                for rec in batch.to_pylist():
+            for _, records in iter_input_records(path, batch_size=BATCH_ROWS):
+                for rec in records:
                     rid = rec.get("id")
                     if rid not in pooled or rid in found:
                         continue
@@ -343,14 +349,16 @@ def pooled_trajectories(
 
 
 def verify_pools(
-    out: Path, cfg: PoolsConfig, *, recount_tokens: bool = True, check_inputs: bool = True
+    out: str | os.PathLike[str], cfg: PoolsConfig, *, recount_tokens: bool = True, check_inputs: bool = True
 ) -> list[Violation]:
-    """All violations found in OUT (empty list: the pools are proven disjoint and rule-abiding)."""
+    """All violations found in OUT, local or on any Beam filesystem (empty list: the pools are proven
+    disjoint and rule-abiding)."""
+    out = os.fspath(out)
     report = Report()
-    manifest_path = out / "manifest.json"
-    if not manifest_path.exists():
+    manifest_path = fs.join(out, "manifest.json")
+    if not fs.is_file(manifest_path):
         return [Violation("manifest", f"{manifest_path} is missing; run `worldline pools build` first", [])]
-    manifest = json.loads(manifest_path.read_text("utf-8"))
+    manifest = fs.read_json(manifest_path)
     check_checksums(out, manifest, report)
     counter = None
     if recount_tokens:
@@ -369,16 +377,16 @@ def verify_pools(
 
 
 def check_content(
-    out: Path, manifest: dict[str, Any], cfg: PoolsConfig, seen: PoolRows, report: Report
+    out: str, manifest: dict[str, Any], cfg: PoolsConfig, seen: PoolRows, report: Report
 ) -> None:
     """Duplicates and evaluation overlap, recomputed from the inputs and the evaluation sets."""
     evals = list(manifest.get("evaluation_sets", []))
     for path in [*evals, *manifest.get("knowledge", [])]:
-        if not Path(path).exists():
+        if not fs.exists(path):
             report.add(
                 "input_missing", "inputs the pools were built from are missing: nothing can be proven", path
             )
-    present = [p for p in evals if Path(p).exists()]
+    present = [p for p in evals if fs.exists(p)]
     matcher = EvalTurnMatcher(cfg, read_eval_turns(present, cfg), None, read_eval_ngrams(present, cfg))
     # The eval pool's own turns, from its rows (full trajectories).
     pool_index = ContainmentIndex(cfg.decontamination.containment)
@@ -422,13 +430,10 @@ def check_content(
         check_record(traj.id, pool, trajectory_text(traj, cfg), grams, near)
     found_docs: set[str] = set()
     for path in manifest.get("knowledge", []):
-        if not Path(path).exists():
+        if not fs.exists(path):
             continue
-        files = (
-            sorted(p for p in Path(path).rglob("*") if p.is_file()) if Path(path).is_dir() else [Path(path)]
-        )
-        for f in files:
-            for doc in read_knowledge_file(str(f)):
+        for f in knowledge_files(path):
+            for doc in read_knowledge_file(f):
                 if doc.id not in seen.knowledge or doc.id in found_docs:
                     continue
                 found_docs.add(doc.id)

@@ -167,3 +167,49 @@ def test_flex_template_launch_arguments_put_beam_options_after_the_separator() -
     from pipelines.runners import unknown_beam_options
 
     assert unknown_beam_options(beam) == []
+
+
+def test_publish_on_an_object_store_replaces_every_object_and_moves_the_manifest_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an object store nothing renames a folder: old objects go, new ones move in, and
+    OUT/manifest.json (what readers start from) is removed first and written last."""
+    from pipelines import fs, publish
+    from tests import memfs
+
+    url = f"{memfs.SCHEME}://bucket-{tmp_path.name}"
+    out = f"{url}/pools"
+    for name, data in {
+        "manifest.json": b"old",
+        "cpt/part-00000-000.parquet": b"old",
+        "gone.txt": b"x",
+    }.items():
+        memfs.FILES[f"{out}/{name}"] = data
+    with pytest.raises(publish.PublishError, match="--overwrite"):
+        publish.check_target(out, overwrite=False, incremental=False)
+    staging = publish.staging_folder(out)
+    assert fs.split(staging)[0] == url and fs.split(staging)[1].startswith(".pools.staging-")
+    for name in ("cpt/part-00000-000.parquet", "sft/part-00000-000.parquet", "manifest.json", ".tmp-upload"):
+        memfs.FILES[f"{staging}/{name}"] = b"new"
+    moves: list[list[str]] = []
+    real_move = fs.move_files
+
+    def record(sources: list[str], targets: list[str]) -> None:
+        moves.append([fs.relative(t, out) for t in targets])
+        assert not fs.is_file(f"{out}/manifest.json"), "the old manifest is still readable during the move"
+        real_move(sources, targets)
+
+    monkeypatch.setattr(fs, "move_files", record)
+    try:
+        publish.publish(staging, out)
+        published = memfs.listing(out)
+        left = memfs.listing(url)
+    finally:
+        memfs.clear(url)
+    assert published == {
+        "cpt/part-00000-000.parquet": b"new",
+        "sft/part-00000-000.parquet": b"new",
+        "manifest.json": b"new",
+    }
+    assert moves[-1] == ["manifest.json"] and all("manifest.json" not in m for m in moves[:-1])
+    assert sorted(left) == sorted(f"pools/{k}" for k in published), "staging objects left behind"
