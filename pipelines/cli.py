@@ -56,15 +56,8 @@ def build(
         publish,
         staging_folder,
     )
-    from pipelines.runners import unknown_beam_options
 
-    beam_args = list(ctx.args)
-    unknown = unknown_beam_options(beam_args)
-    if unknown:
-        raise typer.BadParameter(
-            f"unknown option(s) {' '.join(unknown)}: neither a `pools build` option nor a Beam pipeline "
-            "option (Beam options go after `--`; see --help)"
-        )
+    beam_args = beam_options(ctx, "build")
     for hint, given in (
         ("--in", inputs),
         ("--config", [config] if config else []),
@@ -135,6 +128,20 @@ def build(
     )
 
 
+def beam_options(ctx: typer.Context, command: str) -> list[str]:
+    """The Beam pipeline options given after `--`; anything else unknown is refused with its name."""
+    from pipelines.runners import unknown_beam_options
+
+    beam_args = list(ctx.args)
+    unknown = unknown_beam_options(beam_args)
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown option(s) {' '.join(unknown)}: neither a `pools {command}` option nor a Beam "
+            "pipeline option (Beam options go after `--`; see --help)"
+        )
+    return beam_args
+
+
 def _print_progress(stage: str, counters: dict[str, int]) -> None:
     shown = ", ".join(f"{k}={v}" for k, v in sorted(counters.items()))
     console.print(f"  {stage}: {shown}")
@@ -142,22 +149,33 @@ def _print_progress(stage: str, counters: dict[str, int]) -> None:
 
 @pools_app.command(
     "verify",
+    context_settings={"allow_extra_args": True},
     help="Prove disjointness, decontamination and per-pool rules by recomputing them from the pool rows "
-    "and the inputs the manifest names; exit 1 listing offending rows (a missing input is a failure).",
+    "and the inputs the manifest names; exit 1 listing offending rows (a missing input is a failure). "
+    "In this process by default; with --beam, or Beam pipeline options after `--` (as for `pools build`, "
+    "e.g. `-- --runner DataflowRunner ...`), as a Beam job with the same checks and report.",
 )
 def verify(
+    ctx: typer.Context,
     out: str = typer.Argument(..., help="The folder `pools build` wrote (local path or gs://... URL)."),
     recount_tokens: bool = typer.Option(True, help="Recount every capped sample's tokens."),
+    beam: bool = typer.Option(
+        False, "--beam", help="Run the checks as a Beam job (the local runner unless options follow `--`)."
+    ),
 ) -> None:
     from pipelines import fs
     from pipelines.verify import verify_pools
+
+    beam_args = beam_options(ctx, "verify")
 
     manifest_path = fs.join(out, "manifest.json")
     if not fs.is_file(manifest_path):
         console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
         raise typer.Exit(1)
     cfg = PoolsConfig.from_dict(fs.read_json(manifest_path)["config"])
-    violations = verify_pools(out, cfg, recount_tokens=recount_tokens)
+    violations = verify_pools(
+        out, cfg, recount_tokens=recount_tokens, beam_args=beam_args if beam or beam_args else None
+    )
     if not violations:
         console.print(
             "[green]verified[/green]: pools are disjoint (ids, source groups, exact and near "

@@ -178,9 +178,10 @@ def test_verify_reads_pools_and_inputs_from_a_non_local_filesystem(
     try:
         launch([f"--{k}={v}" for k, v in remote.items()], monkeypatch)
         monkeypatch.chdir(work)  # a URL handled as a local path would create folders here
-        clean = CliRunner().invoke(app, ["pools", "verify", remote["out"]])
-        assert clean.exit_code == 0, clean.output
-        assert "verified" in clean.output
+        for beam in ([], ["--beam"]):
+            clean = CliRunner().invoke(app, ["pools", "verify", remote["out"], *beam])
+            assert clean.exit_code == 0, clean.output
+            assert "verified" in clean.output
 
         bad = tmp_path / "bad"
         download_tree(remote["out"], bad)
@@ -190,12 +191,16 @@ def test_verify_reads_pools_and_inputs_from_a_non_local_filesystem(
         hide(bad)
         memfs.clear(remote["out"] + "/")
         memfs.upload_tree(bad, remote["out"])
-        planted = CliRunner().invoke(app, ["pools", "verify", remote["out"]])
+        planted = [CliRunner().invoke(app, ["pools", "verify", remote["out"], *b]) for b in ([], ["--beam"])]
+        left = [k for k in memfs.listing(remote["out"]) if "/verify-" in k]
     finally:
         memfs.clear(url)
     assert list(work.iterdir()) == []
-    assert planted.exit_code == 1, planted.output
-    assert "eval_overlap" in planted.output and "checksum" not in planted.output
+    assert left == [], "the verify job left its work files"
+    for result in planted:
+        assert result.exit_code == 1, result.output
+        assert "eval_overlap" in result.output and "checksum" not in result.output
+    assert planted[0].output == planted[1].output
 
 
 def test_default_runner_is_the_local_fn_api_runner_never_prism(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -90,8 +90,14 @@ def hide(
 
 
 def checks(out: Path, cfg: PoolsConfig | None = None) -> set[str]:
+    """The checks that fail, in process; the Beam verify job must give the very same report."""
     m = json.loads((out / "manifest.json").read_text())
-    return {v.check for v in verify_pools(out, cfg or PoolsConfig.from_dict(m["config"]))}
+    cfg = cfg or PoolsConfig.from_dict(m["config"])
+    in_process = verify_pools(out, cfg)
+    as_beam_job = verify_pools(out, cfg, beam_args=[])
+    assert [v.to_json() for v in as_beam_job] == [v.to_json() for v in in_process]
+    assert not list((out / "_build").glob("verify-*")), "the verify job left its work folder"
+    return {v.check for v in in_process}
 
 
 def pooled_row(out: Path, pool: str, new_id: str) -> dict[str, Any]:
@@ -131,6 +137,29 @@ def test_hidden_near_duplicate_across_pools(built: tuple[Path, Path, dict[str, A
     found = checks(bad)
     assert "checksum" not in found and "stats" not in found
     assert found & {"near_duplicates", "exact_duplicates"}
+
+
+@pytest.mark.parametrize(
+    ("source", "target"), [("cpt", "sft"), ("sft", "rl"), ("rl", "cpt"), ("eval", "sft")]
+)
+def test_hidden_exact_copy_across_any_two_pools(
+    built: tuple[Path, Path, dict[str, Any]], tmp_path: Path, source: str, target: str
+) -> None:
+    """Exact content keys are compared across every pair of pools, not only against eval."""
+    from schemas.shards import iter_trajectories
+
+    bad = copy(built, tmp_path)
+    key = "id" if source == "eval" else "trajectory_id"
+    source_ids = {r[key] for r in rows(bad, source) if not r.get("is_knowledge")}
+    twin = next(t for t in iter_trajectories(built[0] / "shards") if t.id in source_ids)
+    twin.id = "planted-copy"
+    write_trajectories(tmp_path / "more", [twin])
+    edit_part(bad, target, lambda rs: [*rs, pooled_row(bad, target, "planted-copy")])
+    assign(bad, "planted-copy", target)
+    hide(bad, manifest_edit=lambda m: m["inputs"].append({"path": str(tmp_path / "more")}))
+    found = checks(bad)
+    assert "checksum" not in found and "stats" not in found
+    assert "exact_duplicates" in found
 
 
 def test_hidden_contaminated_record(built: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> None:
