@@ -95,12 +95,13 @@ def read_knowledge_file(path: str) -> Iterator[KnowledgeDoc]:
                     yield d
     elif p.suffix == ".parquet":
         i = 0
-        for batch in pq.ParquetFile(fs.open_read(path)).iter_batches(batch_size=1024):
-            for rec in batch.to_pylist():
-                d = doc(rec, i)
-                i += 1
-                if d:
-                    yield d
+        with fs.open_read(path) as part:
+            for batch in pq.ParquetFile(part).iter_batches(batch_size=1024):
+                for rec in batch.to_pylist():
+                    d = doc(rec, i)
+                    i += 1
+                    if d:
+                        yield d
     elif p.suffix in (".txt", ".md"):
         d = doc({"text": fs.read_bytes(path).decode("utf-8")}, 0)
         if d:

@@ -206,9 +206,9 @@ class PartFacts:
     tokens: list[int]
     versions: Counter[int]
     rl_per_traj: Counter[str]
-    owners: list[tuple[str, str]]
-    """(column, value) of every row: trajectory_id, source_id and dedup_cluster."""
-    pooled: list[str]
+    owners: set[tuple[str, str]]
+    """(column, value) of the part's rows: trajectory_id, source_id and dedup_cluster."""
+    pooled: set[str]
     rl_ground_truth: dict[str, tuple[int, str]]
     knowledge: set[str]
 
@@ -229,7 +229,7 @@ class PoolRows:
 def check_part_rows(path: str, pool: str, cfg: PoolsConfig, counter: Any, report: Report) -> PartFacts:
     """Check every row of one pool part (caps recounted, targets, shape, spans, templates) and
     gather what the cross-part checks need."""
-    facts = PartFacts(pool, Counter(), set(), [], Counter(), Counter(), [], [], {}, set())
+    facts = PartFacts(pool, Counter(), set(), [], Counter(), Counter(), set(), set(), {}, set())
     cap_rl, cap_sft = cfg.rl.max_prompt_tokens, cfg.sft.max_tokens
     with fs.open_read(path) as fh:
         batches = pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS)
@@ -241,8 +241,8 @@ def check_part_rows(path: str, pool: str, cfg: PoolsConfig, counter: Any, report
                 tid, group, cluster = r["trajectory_id"], r["source_id"], r["dedup_cluster"]
             facts.domains[r["domain"]] += 1
             facts.trajectories.add(tid)
-            facts.owners += [("trajectory_id", tid), ("source_id", group), ("dedup_cluster", cluster)]
-            facts.pooled.append(tid)
+            facts.owners.update((("trajectory_id", tid), ("source_id", group), ("dedup_cluster", cluster)))
+            facts.pooled.add(tid)
             if pool == EVAL_POOL:
                 continue
             facts.versions[r["template_version"]] += 1

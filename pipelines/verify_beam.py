@@ -105,12 +105,13 @@ class Occurrences(beam.DoFn):
     def __init__(self, cfg: PoolsConfig, evals: EvalInputs) -> None:
         self.cfg = cfg
         self.evals = evals
-        self._checker: tuple[int, ContentChecker] | None = None
-        self._pooled: tuple[int, dict[str, str]] | None = None
+        # Built once per side-input value (held, so `is` compares the very object).
+        self._checker: tuple[list[Any], ContentChecker] | None = None
+        self._pooled: tuple[PoolRows, dict[str, str]] | None = None
 
     def checker(self, pool_grams: list[Any]) -> ContentChecker:
-        if self._checker is None or self._checker[0] != id(pool_grams):
-            self._checker = (id(pool_grams), ContentChecker(self.cfg, self.evals, pool_grams))
+        if self._checker is None or self._checker[0] is not pool_grams:
+            self._checker = (pool_grams, ContentChecker(self.cfg, self.evals, pool_grams))
         return self._checker[1]
 
     def process(self, element: tuple[int, str, str], seen: PoolRows, pool_grams: list[Any]) -> Iterator[Any]:
@@ -122,8 +123,8 @@ class Occurrences(beam.DoFn):
                     yield (("doc", doc.id), (order, row, checker.document(doc)))
             return
         report = Report()
-        if self._pooled is None or self._pooled[0] != id(seen):
-            self._pooled = (id(seen), {t: p for t, p in seen.pooled.items() if t not in seen.knowledge})
+        if self._pooled is None or self._pooled[0] is not seen:
+            self._pooled = (seen, {t: p for t, p in seen.pooled.items() if t not in seen.knowledge})
         pooled = self._pooled[1]
         for rid, row, traj in part_occurrences(item, part, self.cfg, pooled, report):
             facts = None

@@ -21,6 +21,7 @@ from pipelines.finalize import finalize, pool_summary
 from pipelines.verify import spread_violation, verify_pools
 from schemas.shards import sha256_file, write_trajectories
 from tests.pools_data import build_fixture
+from worldline.cli import app
 
 CONFIG = {
     "assignment": {
@@ -120,6 +121,26 @@ def assign(out: Path, tid: str, pool: str) -> None:
 
 def test_clean_build_verifies(built: tuple[Path, Path, dict[str, Any]]) -> None:
     assert checks(built[1]) == set()
+
+
+def test_verify_job_on_separate_worker_processes(
+    built: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """`pools verify OUT -- <Beam options>` runs the job on the runner they name (here two worker
+    processes) and reports what the in-process verify reports."""
+    bad = copy(built, tmp_path)
+    edit_part(bad, "rl", lambda rs: rs[1:])
+    hide(bad, summaries=False)
+    multi = ["--", "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
+    results = [
+        CliRunner().invoke(app, ["pools", "verify", str(out), *args])
+        for out in (built[1], bad)
+        for args in ([], multi)
+    ]
+    assert [r.exit_code for r in results] == [0, 0, 1, 1], [r.output for r in results]
+    assert "stats" in results[3].output and results[2].output == results[3].output
+    refused = CliRunner().invoke(app, ["pools", "verify", str(built[1]), "--no-such-option"])
+    assert refused.exit_code == 2 and "--no-such-option" in refused.output
 
 
 def test_hidden_near_duplicate_across_pools(built: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> None:
@@ -243,8 +264,5 @@ def test_missing_inputs_fail_never_skip(built: tuple[Path, Path, dict[str, Any]]
     shutil.copytree(built[1], bad2)
     hide(bad2, manifest_edit=lambda m: m["evaluation_sets"].append(str(tmp_path / "gone.jsonl")))
     assert "input_missing" in checks(bad2)
-
-    from worldline.cli import app
-
     result = CliRunner().invoke(app, ["pools", "verify", str(bad2)])
     assert result.exit_code == 1 and "input_missing" in result.output
