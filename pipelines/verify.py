@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -527,7 +527,7 @@ def knowledge_parts(manifest: dict[str, Any]) -> list[str]:
     return [f for path in manifest.get("knowledge", []) if fs.exists(path) for f in knowledge_files(path)]
 
 
-def duplicate_entries(records: Iterator[RecordFacts] | list[RecordFacts], cfg: PoolsConfig) -> list[Entry]:
+def duplicate_entries(records: Iterable[RecordFacts], cfg: PoolsConfig) -> list[Entry]:
     """Exact and near duplicates among the pooled records, in one pool or across pools (every pair
     of cpt, sft, rl and eval): exact content keys equal, or estimated Jaccard >= the dedup threshold
     for signatures sharing an LSH band. Pairs are named in sorted order."""
@@ -618,27 +618,30 @@ def check_content(
         [g for f in _parts(out, EVAL_POOL) for g in eval_part_grams(f, cfg)],
     )
     pooled = {t: p for t, p in seen.pooled.items() if t not in seen.knowledge}
-    records: list[RecordFacts] = []  # content keys and one signature per pooled record
     found: set[str] = set()
-    for item, part in input_record_parts(manifest, report):
-        for rid, _, traj in part_occurrences(item, part, cfg, pooled, report):
-            if rid in found:
-                continue
-            if traj is None:
-                report.add(*filtered_entry(rid))
-                continue
-            found.add(rid)
-            facts = checker.trajectory(traj, seen.pooled[rid], seen.rl_ground_truth.get(rid))
-            report.extend(facts.entries)
-            records.append(facts)
     found_docs: set[str] = set()
-    for f in knowledge_parts(manifest):
-        for doc in read_knowledge_file(f):
-            if doc.id not in seen.knowledge or doc.id in found_docs:
-                continue
-            found_docs.add(doc.id)
-            facts = checker.document(doc)
-            report.extend(facts.entries)
-            records.append(facts)
-    report.extend(duplicate_entries(records, cfg))
+
+    def records() -> Iterator[RecordFacts]:
+        """Every pooled record once (its first kept occurrence), streamed into the duplicate index."""
+        for item, part in input_record_parts(manifest, report):
+            for rid, _, traj in part_occurrences(item, part, cfg, pooled, report):
+                if rid in found:
+                    continue
+                if traj is None:
+                    report.add(*filtered_entry(rid))
+                    continue
+                found.add(rid)
+                facts = checker.trajectory(traj, seen.pooled[rid], seen.rl_ground_truth.get(rid))
+                report.extend(facts.entries)
+                yield facts
+        for f in knowledge_parts(manifest):
+            for doc in read_knowledge_file(f):
+                if doc.id not in seen.knowledge or doc.id in found_docs:
+                    continue
+                found_docs.add(doc.id)
+                facts = checker.document(doc)
+                report.extend(facts.entries)
+                yield facts
+
+    report.extend(duplicate_entries(records(), cfg))
     report.extend(not_found_entries(seen, found, found_docs, report.has("input_missing")))
