@@ -23,12 +23,12 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.transforms import combiners
 
+from pipelines import fs
 from pipelines.config import PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import exact_key, lsh_bands, normalise, signatures
@@ -366,7 +366,5 @@ def run_build(
     if progress is not None:
         report_counters(result, progress)
     write_eval_turns(inputs.eval_turns, out)
-    for name in SPILL_DIRS:
-        spill = join(out, WORK_DIR, name)
-        if FileSystems.exists(spill):
-            FileSystems.delete([spill])
+    for name in SPILL_DIRS:  # on an object store: every object under the prefix
+        fs.delete_tree(join(out, WORK_DIR, name))

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -28,19 +25,13 @@ console = Console()
 )
 def build(
     ctx: typer.Context,
-    inputs: list[Path] = typer.Option(
-        ..., "--in", exists=True, help="Trajectory dataset folder(s) or part files."
+    inputs: list[str] = typer.Option(
+        ..., "--in", help="Trajectory dataset folder(s) or part files (local paths or gs://... URLs)."
     ),
-    out: Path = typer.Option(..., "--out", help="Output folder for the pools."),
-    config: Path | None = typer.Option(
-        None, "--config", exists=True, dir_okay=False, help="Pools YAML (default: the paper's rules)."
-    ),
-    knowledge: list[Path] = typer.Option(
-        [], "--knowledge", exists=True, help="World-knowledge corpora for CPT."
-    ),
-    evals: list[Path] = typer.Option(
-        [], "--eval", exists=True, help="Evaluation sets (AgentWorldBench JSONL or shards)."
-    ),
+    out: str = typer.Option(..., "--out", help="Output folder for the pools (local path or gs://... URL)."),
+    config: str | None = typer.Option(None, "--config", help="Pools YAML (default: the paper's rules)."),
+    knowledge: list[str] = typer.Option([], "--knowledge", help="World-knowledge corpora for CPT."),
+    evals: list[str] = typer.Option([], "--eval", help="Evaluation sets (AgentWorldBench JSONL or shards)."),
     group_by: str | None = typer.Option(
         None,
         "--group-by",
@@ -54,6 +45,7 @@ def build(
         "result equals a full rebuild over all of them.",
     ),
 ) -> None:
+    from pipelines import fs
     from pipelines.build import resolve_inputs, run_build
     from pipelines.finalize import finalize
     from pipelines.publish import (
@@ -64,15 +56,19 @@ def build(
         publish,
         staging_folder,
     )
-    from pipelines.runners import unknown_beam_options
 
-    beam_args = list(ctx.args)
-    unknown = unknown_beam_options(beam_args)
-    if unknown:
-        raise typer.BadParameter(
-            f"unknown option(s) {' '.join(unknown)}: neither a `pools build` option nor a Beam pipeline "
-            "option (Beam options go after `--`; see --help)"
-        )
+    beam_args = beam_options(ctx, "build")
+    for hint, given in (
+        ("--in", inputs),
+        ("--config", [config] if config else []),
+        ("--knowledge", knowledge),
+        ("--eval", evals),
+    ):
+        for item in given:
+            if not fs.exists(item):
+                raise typer.BadParameter(f"{item} does not exist", param_hint=hint)
+            if hint == "--config" and not fs.is_file(item):
+                raise typer.BadParameter(f"{item} is a folder; give the YAML file", param_hint=hint)
     try:
         cfg = PoolsConfig.load(config)
         if group_by is not None:
@@ -80,10 +76,10 @@ def build(
             cfg.validate()
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--group-by" if group_by else "--config") from exc
-    out = out.resolve()
-    in_paths = [str(p.resolve()) for p in inputs]
-    know = [str(p.resolve()) for p in knowledge]
-    ev = [str(p.resolve()) for p in evals]
+    out = fs.absolute(out)
+    in_paths = [fs.absolute(p) for p in inputs]
+    know = [fs.absolute(p) for p in knowledge]
+    ev = [fs.absolute(p) for p in evals]
     try:
         check_target(out, overwrite=overwrite, incremental=incremental)
         if incremental:
@@ -105,10 +101,9 @@ def build(
         f"trajectories, {len(resolved.knowledge_files)} corpus file(s), "
         f"{len(resolved.eval_turns)} evaluation turn(s)"
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_folder(out)
     try:
-        run_build(resolved, str(staging), cfg, beam_args, progress=_print_progress)
+        run_build(resolved, staging, cfg, beam_args, progress=_print_progress)
         manifest = finalize(staging, cfg, in_paths, know, ev)
     except BaseException:
         discard(staging)
@@ -129,8 +124,22 @@ def build(
         )
     console.print(
         f"pools and dataset cards: {out}/{{cpt,sft,rl,eval}}/ (README.md, card.json); "
-        f"manifest: {out / 'manifest.json'}"
+        f"manifest: {fs.join(out, 'manifest.json')}"
     )
+
+
+def beam_options(ctx: typer.Context, command: str) -> list[str]:
+    """The Beam pipeline options given after `--`; anything else unknown is refused with its name."""
+    from pipelines.runners import unknown_beam_options
+
+    beam_args = list(ctx.args)
+    unknown = unknown_beam_options(beam_args)
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown option(s) {' '.join(unknown)}: neither a `pools {command}` option nor a Beam "
+            "pipeline option (Beam options go after `--`; see --help)"
+        )
+    return beam_args
 
 
 def _print_progress(stage: str, counters: dict[str, int]) -> None:
@@ -140,21 +149,33 @@ def _print_progress(stage: str, counters: dict[str, int]) -> None:
 
 @pools_app.command(
     "verify",
+    context_settings={"allow_extra_args": True},
     help="Prove disjointness, decontamination and per-pool rules by recomputing them from the pool rows "
-    "and the inputs the manifest names; exit 1 listing offending rows (a missing input is a failure).",
+    "and the inputs the manifest names; exit 1 listing offending rows (a missing input is a failure). "
+    "In this process by default; with --beam, or Beam pipeline options after `--` (as for `pools build`, "
+    "e.g. `-- --runner DataflowRunner ...`), as a Beam job with the same checks and report.",
 )
 def verify(
-    out: Path = typer.Argument(..., help="The folder `pools build` wrote."),
+    ctx: typer.Context,
+    out: str = typer.Argument(..., help="The folder `pools build` wrote (local path or gs://... URL)."),
     recount_tokens: bool = typer.Option(True, help="Recount every capped sample's tokens."),
+    beam: bool = typer.Option(
+        False, "--beam", help="Run the checks as a Beam job (the local runner unless options follow `--`)."
+    ),
 ) -> None:
+    from pipelines import fs
     from pipelines.verify import verify_pools
 
-    manifest_path = out / "manifest.json"
-    if not manifest_path.exists():
+    beam_args = beam_options(ctx, "verify")
+
+    manifest_path = fs.join(out, "manifest.json")
+    if not fs.is_file(manifest_path):
         console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
         raise typer.Exit(1)
-    cfg = PoolsConfig.from_dict(json.loads(manifest_path.read_text("utf-8"))["config"])
-    violations = verify_pools(out, cfg, recount_tokens=recount_tokens)
+    cfg = PoolsConfig.from_dict(fs.read_json(manifest_path)["config"])
+    violations = verify_pools(
+        out, cfg, recount_tokens=recount_tokens, beam_args=beam_args if beam or beam_args else None
+    )
     if not violations:
         console.print(
             "[green]verified[/green]: pools are disjoint (ids, source groups, exact and near "
@@ -172,12 +193,14 @@ def verify(
 
 
 @pools_app.command("summary", help="Print per-pool counts, domains and tokens from OUT/manifest.json.")
-def summary(out: Path = typer.Argument(..., help="The folder `pools build` wrote.")) -> None:
-    manifest_path = out / "manifest.json"
-    if not manifest_path.exists():
+def summary(out: str = typer.Argument(..., help="The folder `pools build` wrote.")) -> None:
+    from pipelines import fs
+
+    manifest_path = fs.join(out, "manifest.json")
+    if not fs.is_file(manifest_path):
         console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
         raise typer.Exit(1)
-    _print_summary(json.loads(manifest_path.read_text("utf-8")))
+    _print_summary(fs.read_json(manifest_path))
 
 
 def _print_summary(manifest: dict) -> None:  # type: ignore[type-arg]

@@ -236,7 +236,10 @@ class PoolsConfig:
             cfg = cls()
         else:
             try:
-                raw = yaml.safe_load(Path(path).read_text("utf-8")) or {}
+                from pipelines import fs
+
+                text = fs.read_bytes(str(path)).decode("utf-8")  # local or any Beam filesystem
+                raw = yaml.safe_load(text) or {}
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)

@@ -9,33 +9,39 @@ pool is streamed here.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from pipelines import fs
 from pipelines.build import ASSIGNMENTS, REMOVED, WORK_DIR
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.exports import export_path
 from pipelines.publish import input_digest
-from schemas.shards import atomic_write_bytes, atomic_write_json, read_manifest, sha256_file
+from schemas.shards import Manifest
 from schemas.trajectory import SCHEMA_VERSION, Trajectory
 from worldline.agentworldbench import export_agentworldbench
 
 
-def pool_parts(out: Path, name: str) -> list[Path]:
-    folder = out / name
-    return sorted(f for f in folder.glob("part-*.parquet")) if folder.is_dir() else []
+def pool_parts(out: str | os.PathLike[str], name: str) -> list[str]:
+    """The part files of one table of OUT (local or any Beam filesystem), in name order."""
+    return fs.list_files(fs.join(os.fspath(out), name), "part-*.parquet", recursive=False)
 
 
-def _file_entry(out: Path, f: Path) -> dict[str, Any]:
-    return {
-        "path": str(f.relative_to(out)),
-        "rows": pq.read_metadata(f).num_rows,
-        "bytes": f.stat().st_size,
-        "sha256": sha256_file(f),
-    }
+def read_parquet(path: str, columns: list[str] | None = None) -> Any:
+    with fs.open_read(path) as fh:
+        return pq.read_table(fh, columns=columns)
+
+
+def _file_entry(out: str, f: str) -> dict[str, Any]:
+    with fs.open_read(f) as fh:
+        rows = pq.ParquetFile(fh).metadata.num_rows
+    return {"path": fs.relative(f, out), "rows": rows, "bytes": fs.size(f), "sha256": fs.sha256(f)}
 
 
 def _token_stats(values: list[int]) -> dict[str, float]:
@@ -53,7 +59,7 @@ def _token_stats(values: list[int]) -> dict[str, float]:
     }
 
 
-def pool_summary(out: Path, pool: str) -> dict[str, Any]:
+def pool_summary(out: str | os.PathLike[str], pool: str) -> dict[str, Any]:
     """Counts per domain and token statistics of one pool, read from its parts."""
     per_domain: Counter[str] = Counter()
     licences: Counter[str] = Counter()
@@ -65,7 +71,7 @@ def pool_summary(out: Path, pool: str) -> dict[str, Any]:
         cols = ["domain", "trajectory_id", "licence", "source_kind"] + ([column] if column else [])
         if pool == EVAL_POOL:
             cols = ["domain", "id", "source"]
-        t = pq.read_table(f, columns=cols)
+        t = read_parquet(f, cols)
         per_domain.update(t.column("domain").to_pylist())
         trajectories.update(t.column(cols[1]).to_pylist())
         if pool == EVAL_POOL:
@@ -101,7 +107,7 @@ def tokenizer_record(cfg: PoolsConfig) -> dict[str, Any]:
 
 
 def write_card(
-    out: Path,
+    out: str,
     pool: str,
     summary: dict[str, Any],
     stats: dict[str, int],
@@ -118,7 +124,7 @@ def write_card(
         "tokenizer": tokenizer_record(cfg),
         "inputs": lineage,
     }
-    atomic_write_json(out / pool / "card.json", card)
+    fs.write_json(fs.join(out, pool, "card.json"), card)
     lines = [
         f"# worldline {pool.upper()} pool",
         "",
@@ -144,7 +150,7 @@ def write_card(
     lines += ["", "## Removed before pooling (whole build)", "", "| rule | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(filters.items())]
     lines += ["", f"Config fingerprint `{cfg.fingerprint()}`; inputs and their manifests in card.json.", ""]
-    atomic_write_bytes(out / pool / "README.md", str(hf_card(pool, summary, "\n".join(lines))).encode())
+    fs.write_bytes(fs.join(out, pool, "README.md"), str(hf_card(pool, summary, "\n".join(lines))).encode())
 
 
 TASK_CATEGORIES = {"cpt": ["text-generation"], "sft": ["text-generation"], "rl": ["text-generation"]}
@@ -174,33 +180,48 @@ def hf_card(pool: str, summary: dict[str, Any], body: str) -> Any:
     return DatasetCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
 
 
-def exports_of(out: Path, pool: str) -> list[str]:
+def exports_of(out: str, pool: str) -> list[str]:
     """The trainer exports the Beam job wrote next to each part of `pool` (see pipelines.exports)."""
     written = []
     for f in pool_parts(out, pool):
-        target = export_path(str(out), pool, f.stem)
-        if target is not None and Path(target).exists():
-            written.append(str(Path(target).relative_to(out)))
+        target = export_path(out, pool, fs.split(f)[1].removesuffix(".parquet"))
+        if target is not None and fs.is_file(target):
+            written.append(fs.relative(target, out))
     return written
 
 
-def export_eval(out: Path, cfg: PoolsConfig) -> list[str]:
+def _eval_trajectories(out: str) -> Any:
     # Streamed part by part, batch by batch: the eval pool is never held in memory as a whole.
-    trajs = (
-        Trajectory.from_record(r)
-        for f in pool_parts(out, EVAL_POOL)
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=256)
-        for r in batch.to_pylist()
-    )
-    report = export_agentworldbench(
-        trajs, out / "exports" / "agentworldbench", turns="paper", seed=cfg.eval_export.seed
-    )
-    for p in report.files.values():
-        unify_id_types(Path(p))
-    return sorted(str(Path(p).relative_to(out)) for p in report.files.values())
+    for f in pool_parts(out, EVAL_POOL):
+        with fs.open_read(f) as fh:
+            for batch in pq.ParquetFile(fh).iter_batches(batch_size=256):
+                for r in batch.to_pylist():
+                    yield Trajectory.from_record(r)
 
 
-def llama_factory_dataset_info(out: Path) -> Path:
+def export_eval(out: str, cfg: PoolsConfig) -> list[str]:
+    """AgentWorldBench JSONL of the eval pool under OUT/exports/agentworldbench/ (written locally,
+    then uploaded when OUT is on another filesystem)."""
+    target = fs.join(out, "exports", "agentworldbench")
+    local = target if not fs.is_url(out) else tempfile.mkdtemp(prefix="worldline-awb-")
+    try:
+        report = export_agentworldbench(
+            _eval_trajectories(out), local, turns="paper", seed=cfg.eval_export.seed
+        )
+        written = []
+        for p in sorted(report.files.values()):
+            unify_id_types(Path(p))
+            dest = fs.join(target, Path(p).name)
+            if fs.is_url(out):
+                fs.write_bytes(dest, Path(p).read_bytes())
+            written.append(fs.relative(dest, out))
+        return written
+    finally:
+        if local != target:
+            shutil.rmtree(local, ignore_errors=True)
+
+
+def llama_factory_dataset_info(out: str) -> str:
     """OUT/exports/dataset_info.json: LLaMA-Factory reads the SFT export (sharegpt layout with OpenAI
     roles, the system prompt as the first message) and the CPT text with `--dataset_dir OUT/exports`."""
     info = {
@@ -218,9 +239,8 @@ def llama_factory_dataset_info(out: Path) -> Path:
         },
         "worldline_cpt": {"file_name": "cpt_text", "columns": {"prompt": "text"}},
     }
-    path = out / "exports" / "dataset_info.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, info)
+    path = fs.join(out, "exports", "dataset_info.json")
+    fs.write_json(path, info)
     return path
 
 
@@ -243,33 +263,33 @@ def unify_id_types(path: Path) -> None:
 
 
 def finalize(
-    out: Path, cfg: PoolsConfig, inputs: list[str], knowledge: list[str], evals: list[str]
+    out: str | os.PathLike[str], cfg: PoolsConfig, inputs: list[str], knowledge: list[str], evals: list[str]
 ) -> dict[str, Any]:
-    """Write per-pool manifests and cards, exports and OUT/manifest.json; return the top manifest."""
-    stats = (
-        json.loads((out / WORK_DIR / "stats.json").read_text("utf-8"))
-        if (out / WORK_DIR / "stats.json").exists()
-        else {}
-    )
+    """Write per-pool manifests and cards, exports and OUT/manifest.json (last); return the top
+    manifest. OUT and the inputs may be local or on any Beam filesystem."""
+    out = os.fspath(out)
+    stats_path = fs.join(out, WORK_DIR, "stats.json")
+    stats = fs.read_json(stats_path) if fs.is_file(stats_path) else {}
     lineage = []
     for item in inputs:
-        m = read_manifest(item) if Path(item).is_dir() else None
-        mpath = Path(item) / "manifest.json"
+        mpath = fs.join(item, "manifest.json")
+        has_manifest = not fs.is_file(item) and fs.is_file(mpath)
+        m = Manifest.from_json(fs.read_json(mpath)) if has_manifest else None
         lineage.append(
             {
-                "path": str(Path(item).resolve()),
+                "path": fs.absolute(item),
                 "rows": m.rows if m else None,
-                "manifest_sha256": sha256_file(mpath) if mpath.exists() else None,
+                "manifest_sha256": fs.sha256(mpath) if has_manifest else None,
                 "digest": input_digest(item),
             }
         )
     pools: dict[str, Any] = {}
     for pool in ALL_POOLS:
-        (out / pool).mkdir(parents=True, exist_ok=True)
+        fs.mkdirs(fs.join(out, pool))
         files = [_file_entry(out, f) for f in pool_parts(out, pool)]
         summary = pool_summary(out, pool)
-        atomic_write_json(
-            out / pool / "manifest.json",
+        fs.write_json(
+            fs.join(out, pool, "manifest.json"),
             {"kind": f"worldline.pool.{pool}", "files": files, "rows": sum(f["rows"] for f in files)},
         )
         write_card(out, pool, summary, stats, cfg, lineage)
@@ -279,11 +299,11 @@ def finalize(
         "sft_messages": exports_of(out, "sft"),
         "cpt_text": exports_of(out, "cpt"),
         "agentworldbench": export_eval(out, cfg),
-        "llama_factory_dataset_info": [str(llama_factory_dataset_info(out).relative_to(out))],
+        "llama_factory_dataset_info": [fs.relative(llama_factory_dataset_info(out), out)],
     }
     removed_reasons: Counter[str] = Counter()
     for f in pool_parts(out, REMOVED):
-        removed_reasons.update(pq.read_table(f, columns=["reason"]).column("reason").to_pylist())
+        removed_reasons.update(read_parquet(f, ["reason"]).column("reason").to_pylist())
     pooled = sum(v for k, v in stats.items() if k.startswith("pooled."))
     removed_total = sum(v for k, v in stats.items() if k.startswith(("dropped.", "quarantined.")))
     records_in = stats.get("records_in", 0) + stats.get("knowledge_in", 0)
@@ -315,5 +335,5 @@ def finalize(
             "sft_template_versions": cfg.sft.template_versions,
         },
     }
-    atomic_write_json(out / "manifest.json", manifest)
+    fs.write_json(fs.join(out, "manifest.json"), manifest)
     return manifest

@@ -8,19 +8,24 @@ per-turn MinHash signatures are kept.
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from pipelines import fs
 from pipelines.config import PoolsConfig
 from pipelines.minhash import normalise, signatures
 from pipelines.ngrams import ngram_hashes
-from schemas.shards import iter_trajectories
-from schemas.trajectory import stable_id
+from schemas.shards import ShardError, check_file_schema, check_version, shard_files
+from schemas.trajectory import SCHEMA_METADATA_KEY, Trajectory, stable_id
 from worldline.agentworldbench import (
     domain_of,
     parse_action_prompt,
@@ -54,9 +59,15 @@ class KnowledgeDoc:
         }
 
 
+def knowledge_files(path: str) -> list[str]:
+    """The files of one --knowledge corpus: the file itself, or every file under a folder / prefix."""
+    return fs.list_files(path) if fs.is_dir(path) else [path]
+
+
 def read_knowledge_file(path: str) -> Iterator[KnowledgeDoc]:
-    """Documents of one corpus file; records without text are skipped (they carry nothing to learn)."""
-    p = Path(path)
+    """Documents of one corpus file (local or any Beam filesystem); records without text are skipped
+    (they carry nothing to learn)."""
+    p = PurePosixPath(fs.split(path)[1])
     default_group = f"knowledge:{p.stem}"
 
     def doc(rec: dict[str, Any], i: int) -> KnowledgeDoc | None:
@@ -69,31 +80,89 @@ def read_knowledge_file(path: str) -> Iterator[KnowledgeDoc]:
         return KnowledgeDoc(rid, group, text, f"{p.name}#{i}", str(licence) if licence else None)
 
     if p.suffix == ".jsonl":
-        with open(p, encoding="utf-8") as fh:
+        with fs.open_read(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as fh:
             for i, line in enumerate(fh):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise InputError(f"{p}:{i + 1}: not JSON ({exc.msg}); one JSON object per line") from exc
+                    raise InputError(
+                        f"{path}:{i + 1}: not JSON ({exc.msg}); one JSON object per line"
+                    ) from exc
                 d = doc(rec, i)
                 if d:
                     yield d
     elif p.suffix == ".parquet":
         i = 0
-        for batch in pq.ParquetFile(p).iter_batches(batch_size=1024):
-            for rec in batch.to_pylist():
-                d = doc(rec, i)
-                i += 1
-                if d:
-                    yield d
+        with fs.open_read(path) as part:
+            for batch in pq.ParquetFile(part).iter_batches(batch_size=1024):
+                for rec in batch.to_pylist():
+                    d = doc(rec, i)
+                    i += 1
+                    if d:
+                        yield d
     elif p.suffix in (".txt", ".md"):
-        d = doc({"text": p.read_text("utf-8")}, 0)
+        d = doc({"text": fs.read_bytes(path).decode("utf-8")}, 0)
         if d:
             yield d
     else:
-        raise InputError(f"{p}: knowledge corpora are .jsonl, .parquet, .txt or .md files")
+        raise InputError(f"{path}: knowledge corpora are .jsonl, .parquet, .txt or .md files")
+
+
+@contextmanager
+def local_copy(path: str) -> Iterator[Path]:
+    """A local file with `path`'s bytes and name (a URL is downloaded to a temporary folder)."""
+    if not fs.is_url(path):
+        yield Path(path)
+        return
+    folder = tempfile.mkdtemp(prefix="worldline-")
+    try:
+        local = Path(folder) / fs.split(path)[1]
+        with fs.open_read(path) as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        yield local
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def input_parts(item: str) -> list[str]:
+    """The trajectory part files of one input: a dataset folder, a folder of parts or one part, local
+    or on any Beam filesystem (a dataset's parts are under `trajectories/`)."""
+    if not fs.is_url(item):
+        return [str(f) for f in shard_files(item)]
+    if fs.is_file(item):
+        return [item]
+    base = fs.join(item, "trajectories")
+    folder = base if fs.is_dir(base) else item
+    parts = fs.list_files(folder, "*.parquet")
+    if not parts and not fs.exists(item):
+        raise ShardError(f"{item}: no such file or prefix")
+    return parts
+
+
+def open_part(path: str) -> pq.ParquetFile:
+    """One trajectory part, its schema and version checked (errors name the file)."""
+    if not fs.is_url(path):
+        return check_file_schema(Path(path))
+    pf = pq.ParquetFile(fs.open_read(path))
+    version = (pf.schema_arrow.metadata or {}).get(SCHEMA_METADATA_KEY)
+    if version is not None:
+        check_version(version.decode("utf-8", "replace"), path)
+    return pf
+
+
+def iter_input_records(item: str, batch_size: int = 256) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(part file, records) batch by batch from every part of one input (bounded memory)."""
+    for f in input_parts(item):
+        for batch in open_part(f).iter_batches(batch_size=batch_size):
+            yield f, batch.to_pylist()
+
+
+def iter_input_trajectories(item: str) -> Iterator[Trajectory]:
+    for _, records in iter_input_records(item):
+        for rec in records:
+            yield Trajectory.from_record(rec)
 
 
 def awb_turns(path: Path) -> Iterator[tuple[str, int, str]]:
@@ -122,15 +191,17 @@ def eval_texts(paths: list[str], cfg: PoolsConfig) -> Iterator[tuple[str, int, s
     from pipelines.actions import canonicalise_actions
 
     for item in paths:
-        p = Path(item)
-        if not p.exists():
-            raise InputError(f"evaluation set {p} does not exist")
-        jsonl = sorted(p.rglob("*.jsonl")) if p.is_dir() else ([p] if p.suffix == ".jsonl" else [])
+        if not fs.exists(item):
+            raise InputError(f"evaluation set {item} does not exist")
+        jsonl = (
+            fs.list_files(item, "*.jsonl") if fs.is_dir(item) else ([item] if item.endswith(".jsonl") else [])
+        )
         if jsonl:
             for f in jsonl:
-                yield from awb_turns(f)
+                with local_copy(f) as local:
+                    yield from awb_turns(local)
         else:
-            for traj in iter_trajectories(p):
+            for traj in iter_input_trajectories(item):
                 if cfg.filters.canonical_actions:
                     canonicalise_actions(traj)
                 yield traj.id, 0, traj.task

@@ -2,7 +2,8 @@
 
 A build never writes into `--out` directly. It runs into a sibling staging folder
 (`.OUT.staging-<id>`) and, once the job, the cards and the manifest are complete, the staging
-folder replaces OUT by rename: readers see the old pools or the new ones, never a mix. An existing
+folder replaces OUT by rename: readers see the old pools or the new ones, never a mix. On an object
+store (gs://...) the manifest is the commit point instead (see `publish`). An existing
 non-empty OUT is replaced only with `--overwrite` (or extended with `--incremental`).
 
 `--incremental` is the scheduled-job path: pass only the new input shards. The previous manifest
@@ -16,15 +17,12 @@ incremental build with the reason: run a full build with `--overwrite` then.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from schemas.shards import sha256_file
+from pipelines import fs
 
 
 class PublishError(RuntimeError):
@@ -33,55 +31,73 @@ class PublishError(RuntimeError):
 
 def input_digest(path: str) -> str:
     """A digest of one input: its dataset manifest when it has one, else the bytes of its part files."""
-    p = Path(path)
-    if p.is_file():
-        return sha256_file(p)
-    manifest = p / "manifest.json"
-    if manifest.is_file():
-        return sha256_file(manifest)
+    if fs.is_file(path):
+        return fs.sha256(path)
+    manifest = fs.join(path, "manifest.json")
+    if fs.is_file(manifest):
+        return fs.sha256(manifest)
     h = hashlib.sha256()
-    for f in sorted(p.rglob("*.parquet")):
-        h.update(f"{f.relative_to(p)}\0{sha256_file(f)}\n".encode())
+    for f in fs.list_files(path, "*.parquet"):
+        h.update(f"{fs.relative(f, path)}\0{fs.sha256(f)}\n".encode())
     return h.hexdigest()
 
 
-def is_nonempty_dir(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
-
-
-def check_target(out: Path, *, overwrite: bool, incremental: bool) -> None:
+def check_target(out: str, *, overwrite: bool, incremental: bool) -> None:
     """Refuse to build into an existing non-empty OUT unless told how to treat it."""
-    if out.exists() and not out.is_dir():
+    if fs.is_file(out):
         raise PublishError(f"--out {out} is a file; give a folder")
-    if is_nonempty_dir(out) and not (overwrite or incremental):
+    if fs.list_files(out) and not (overwrite or incremental):
         raise PublishError(
             f"--out {out} already holds files; pass --overwrite to replace it (published atomically "
             "when the new build is complete), --incremental to add new input shards, or another --out"
         )
-    if incremental and not (out / "manifest.json").is_file():
-        raise PublishError(f"--incremental: {out}/manifest.json is missing; run a full build first")
+    if incremental and not fs.is_file(fs.join(out, MANIFEST)):
+        raise PublishError(f"--incremental: {out}/{MANIFEST} is missing; run a full build first")
 
 
-def staging_folder(out: Path) -> Path:
-    """A fresh sibling of OUT (same file system, so publishing is a rename)."""
-    staging = out.parent / f".{out.name}.staging-{uuid.uuid4().hex[:12]}"
-    staging.mkdir(parents=True)
+MANIFEST = "manifest.json"
+
+
+def staging_folder(out: str) -> str:
+    """A fresh sibling of OUT (same file system and bucket, so publishing is a rename)."""
+    parent, name = fs.split(out)
+    staging = fs.join(parent, f".{name}.staging-{uuid.uuid4().hex[:12]}")
+    fs.mkdirs(staging)
     return staging
 
 
-def publish(staging: Path, out: Path) -> None:
-    """Replace OUT by the complete staging folder (two renames; the old pools are removed after)."""
-    old: Path | None = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(out, old)
-    os.rename(staging, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def publish(staging: str, out: str) -> None:
+    """Replace OUT by the complete staging folder.
+
+    Local: two renames of whole folders (the old pools are removed after), atomic for readers.
+    Object store: objects cannot be renamed together, so OUT/manifest.json is the commit point: it is
+    removed first, the old objects are deleted, the new ones moved in, and the new manifest is moved
+    last. A reader that starts from OUT/manifest.json (`pools verify`, `pools summary`) sees the old
+    pools or the new ones; one that lists OUT/*/part-*.parquet while a publish runs may see a mix.
+    """
+    if not fs.is_url(out):
+        old: str | None = None
+        if os.path.exists(out):
+            parent, name = fs.split(out)
+            old = fs.join(parent, f".{name}.old-{uuid.uuid4().hex[:12]}")
+            os.rename(out, old)
+        os.rename(staging, out)
+        if old is not None:
+            fs.delete_tree(old)
+        return
+    fs.delete_file(fs.join(out, MANIFEST))
+    fs.delete_tree(out)
+    files = fs.list_files(staging)
+    last = fs.join(staging, MANIFEST)
+    moved = [f for f in files if f != last]
+    fs.move_files(moved, [fs.join(out, fs.relative(f, staging)) for f in moved])
+    if fs.is_file(last):
+        fs.move_files([last], [fs.join(out, MANIFEST)])
+    fs.delete_tree(staging)  # what is left: hidden temporary files of the job
 
 
-def discard(staging: Path) -> None:
-    shutil.rmtree(staging, ignore_errors=True)
+def discard(staging: str) -> None:
+    fs.delete_tree(staging)
 
 
 @dataclass(slots=True)
@@ -95,10 +111,10 @@ class IncrementalPlan:
 
 
 def incremental_plan(
-    out: Path, config_fingerprint: str, inputs: list[str], knowledge: list[str], evals: list[str]
+    out: str, config_fingerprint: str, inputs: list[str], knowledge: list[str], evals: list[str]
 ) -> IncrementalPlan:
     """Merge the previous manifest's inputs with the new ones, after checking nothing earlier changed."""
-    manifest: dict[str, Any] = json.loads((out / "manifest.json").read_text("utf-8"))
+    manifest: dict[str, Any] = fs.read_json(fs.join(out, MANIFEST))
     if manifest.get("config_fingerprint") != config_fingerprint:
         raise PublishError(
             f"--incremental: the configuration differs from the one {out} was built with "
@@ -107,7 +123,7 @@ def incremental_plan(
     previous: list[str] = []
     for item in manifest.get("inputs", []):
         path, digest = item["path"], item.get("digest")
-        if not Path(path).exists():
+        if not fs.exists(path):
             raise PublishError(
                 f"--incremental: earlier input {path} is gone; run a full build with --overwrite"
             )

@@ -3,6 +3,7 @@ writes the same pools as the local FnApiRunner."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -31,3 +32,29 @@ def test_dask_runner_builds_the_same_pools(tmp_path: Path) -> None:
             if name == "removed":  # input paths differ between the two temp folders
                 x, y = x.drop_columns(["input_file"]), y.drop_columns(["input_file"])
             assert x.equals(y), name
+
+
+@pytest.mark.slow
+def test_verify_job_on_the_dask_runner_reports_what_the_in_process_verify_reports(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="apache-beam[dask] is a dev dependency")
+    from typer.testing import CliRunner
+
+    from tests.test_pools_verify import edit_part, hide
+    from worldline.cli import app
+
+    build(tmp_path / "in", tmp_path / "out", [])
+    bad = tmp_path / "bad"
+    shutil.copytree(tmp_path / "out", bad)
+    edit_part(bad, "rl", lambda rs: rs[1:])
+    hide(bad, summaries=False)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        args = ["--", f"--runner={DASK_RUNNER}", f"--dask_client_address={cluster.scheduler_address}"]
+        results = [
+            CliRunner().invoke(app, ["pools", "verify", str(out), *extra])
+            for out in (tmp_path / "out", bad)
+            for extra in ([], args)
+        ]
+    assert [r.exit_code for r in results] == [0, 0, 1, 1], [r.output for r in results]
+    assert "stats" in results[3].output and results[2].output == results[3].output

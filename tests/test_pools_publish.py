@@ -167,3 +167,89 @@ def test_flex_template_launch_arguments_put_beam_options_after_the_separator() -
     from pipelines.runners import unknown_beam_options
 
     assert unknown_beam_options(beam) == []
+
+
+def test_publish_on_an_object_store_replaces_every_object_and_moves_the_manifest_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an object store nothing renames a folder: old objects go, new ones move in, and
+    OUT/manifest.json (what readers start from) is removed first and written last."""
+    from pipelines import fs, publish
+    from tests import memfs
+
+    url = f"{memfs.SCHEME}://bucket-{tmp_path.name}"
+    out = f"{url}/pools"
+    for name, data in {
+        "manifest.json": b"old",
+        "cpt/part-00000-000.parquet": b"old",
+        "gone.txt": b"x",
+    }.items():
+        memfs.FILES[f"{out}/{name}"] = data
+    with pytest.raises(publish.PublishError, match="--overwrite"):
+        publish.check_target(out, overwrite=False, incremental=False)
+    staging = publish.staging_folder(out)
+    assert fs.split(staging)[0] == url and fs.split(staging)[1].startswith(".pools.staging-")
+    for name in ("cpt/part-00000-000.parquet", "sft/part-00000-000.parquet", "manifest.json", ".tmp-upload"):
+        memfs.FILES[f"{staging}/{name}"] = b"new"
+    moves: list[list[str]] = []
+    real_move = fs.move_files
+
+    def record(sources: list[str], targets: list[str]) -> None:
+        moves.append([fs.relative(t, out) for t in targets])
+        assert not fs.is_file(f"{out}/manifest.json"), "the old manifest is still readable during the move"
+        real_move(sources, targets)
+
+    monkeypatch.setattr(fs, "move_files", record)
+    try:
+        publish.publish(staging, out)
+        published = memfs.listing(out)
+        left = memfs.listing(url)
+    finally:
+        memfs.clear(url)
+    assert published == {
+        "cpt/part-00000-000.parquet": b"new",
+        "sft/part-00000-000.parquet": b"new",
+        "manifest.json": b"new",
+    }
+    assert moves[-1] == ["manifest.json"] and all("manifest.json" not in m for m in moves[:-1])
+    assert sorted(left) == sorted(f"pools/{k}" for k in published), "staging objects left behind"
+
+
+def test_incremental_and_overwrite_on_an_object_store(data: Path) -> None:
+    """The scheduled-job path with gs://-like inputs and output: refuse, incremental (equal to a full
+    build), overwrite; no staging or spill objects are left in the bucket."""
+    from tests import memfs
+
+    url = f"{memfs.SCHEME}://bucket-{data.name}-inc"
+    for name in ("shards", "more", "eval"):
+        memfs.upload_tree(data / name, f"{url}/{name}")
+
+    def remote(out: str, *inputs: str) -> list[str]:
+        ins = [a for name in inputs for a in ("--in", f"{url}/{name}")]
+        return [*ins, "--out", f"{url}/{out}", "--config", str(data / "pools.yaml"), "--eval", f"{url}/eval"]
+
+    try:
+        assert run(*remote("inc", "shards"))[0] == 0
+        first = memfs.listing(f"{url}/inc")
+        code, output = run(*remote("inc", "shards"))
+        assert code == 2 and "--overwrite" in output
+        code, output = run(*remote("inc", "more"), "--incremental")
+        assert code == 0 and "1 new input(s)" in output, output
+        assert run(*remote("full", "shards", "more"))[0] == 0
+        inc, full = memfs.listing(f"{url}/inc"), memfs.listing(f"{url}/full")
+        assert run(*remote("full", "shards"), "--overwrite")[0] == 0
+        replaced = memfs.listing(f"{url}/full")
+        everything = memfs.listing(url)
+    finally:
+        memfs.clear(url)
+    parts = sorted(k for k in inc if k.endswith(".parquet") and not k.startswith("_build/"))
+    assert parts and parts == sorted(
+        k for k in full if k.endswith(".parquet") and not k.startswith("_build/")
+    )
+    assert all(inc[k] == full[k] for k in parts)
+    stats = [json.loads(m["manifest.json"])["stats"] for m in (inc, full, replaced)]
+    assert stats[0] == stats[1] and stats[2]["records_in"] < stats[1]["records_in"]
+    # Overwritten: exactly the objects of a build of the first input, none of the bigger build's left.
+    assert sorted(replaced) == sorted(first)
+    assert all(replaced[k] == first[k] for k in replaced if k.endswith(".parquet") and "_build" not in k)
+    assert not [k for k in everything if ".staging-" in k or "/_build/kept/" in k or "/_build/runs/" in k]

@@ -120,12 +120,6 @@ def test_build_job_reads_and_writes_through_a_non_local_filesystem(
     assert sum(k.startswith(("cpt/", "sft/", "rl/")) for k in written) >= 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 10 (item 9): `pools build` options are pathlib Paths (exists=True, resolve()), the "
-    "knowledge / eval readers and finalize use pathlib, and spill folders are not removed on an object "
-    "store, so gs:// paths cannot reach the job",
-)
 def test_flex_template_builds_pools_from_and_to_a_non_local_filesystem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,6 +144,63 @@ def test_flex_template_builds_pools_from_and_to_a_non_local_filesystem(
     assert manifest["stats"]["dropped.eval_overlap"] == 1
     assert all(f"{pool}/manifest.json" in written for pool in POOLS)
     assert not any(k.startswith("_build/") and "/runs/" in k for k in written), "spill files left behind"
+
+
+def download_tree(url: str, local: Path) -> None:
+    for rel, data in memfs.listing(url).items():
+        (local / rel).parent.mkdir(parents=True, exist_ok=True)
+        (local / rel).write_bytes(data)
+
+
+def test_verify_reads_pools_and_inputs_from_a_non_local_filesystem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pools verify URL` proves a clean remote build and catches a violation planted there (with
+    the manifest's checksums and statistics rewritten to hide it)."""
+    from typer.testing import CliRunner
+
+    from tests.test_pools_verify import assign, edit_part, hide, pooled_row
+    from worldline.cli import app
+
+    values = template_values(tmp_path)
+    url = f"{memfs.SCHEME}://bucket-{tmp_path.name}"
+    remote = {
+        "in": f"{url}/shards",
+        "out": f"{url}/pools",
+        "config": values["config"],
+        "knowledge": f"{url}/knowledge.jsonl",
+        "eval": f"{url}/eval/terminal_test.jsonl",
+    }
+    memfs.upload_tree(Path(values["in"]), remote["in"])
+    memfs.upload_tree(Path(values["knowledge"]).parent, url)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    try:
+        launch([f"--{k}={v}" for k, v in remote.items()], monkeypatch)
+        monkeypatch.chdir(work)  # a URL handled as a local path would create folders here
+        for beam in ([], ["--beam"]):
+            clean = CliRunner().invoke(app, ["pools", "verify", remote["out"], *beam])
+            assert clean.exit_code == 0, clean.output
+            assert "verified" in clean.output
+
+        bad = tmp_path / "bad"
+        download_tree(remote["out"], bad)
+        edit_part(bad, "cpt", lambda rs: [*rs, pooled_row(bad, "cpt", "contaminated")])
+        assign(bad, "contaminated", "cpt")
+        edit_part(bad, "removed", lambda rs: [r for r in rs if r["record_id"] != "contaminated"])
+        hide(bad)
+        memfs.clear(remote["out"] + "/")
+        memfs.upload_tree(bad, remote["out"])
+        planted = [CliRunner().invoke(app, ["pools", "verify", remote["out"], *b]) for b in ([], ["--beam"])]
+        left = [k for k in memfs.listing(remote["out"]) if "/verify-" in k]
+    finally:
+        memfs.clear(url)
+    assert list(work.iterdir()) == []
+    assert left == [], "the verify job left its work files"
+    for result in planted:
+        assert result.exit_code == 1, result.output
+        assert "eval_overlap" in result.output and "checksum" not in result.output
+    assert planted[0].output == planted[1].output
 
 
 def test_default_runner_is_the_local_fn_api_runner_never_prism(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ from pipelines.finalize import finalize, pool_summary
 from pipelines.verify import spread_violation, verify_pools
 from schemas.shards import sha256_file, write_trajectories
 from tests.pools_data import build_fixture
+from worldline.cli import app
 
 CONFIG = {
     "assignment": {
@@ -90,8 +91,14 @@ def hide(
 
 
 def checks(out: Path, cfg: PoolsConfig | None = None) -> set[str]:
+    """The checks that fail, in process; the Beam verify job must give the very same report."""
     m = json.loads((out / "manifest.json").read_text())
-    return {v.check for v in verify_pools(out, cfg or PoolsConfig.from_dict(m["config"]))}
+    cfg = cfg or PoolsConfig.from_dict(m["config"])
+    in_process = verify_pools(out, cfg)
+    as_beam_job = verify_pools(out, cfg, beam_args=[])
+    assert [v.to_json() for v in as_beam_job] == [v.to_json() for v in in_process]
+    assert not list((out / "_build").glob("verify-*")), "the verify job left its work folder"
+    return {v.check for v in in_process}
 
 
 def pooled_row(out: Path, pool: str, new_id: str) -> dict[str, Any]:
@@ -116,6 +123,26 @@ def test_clean_build_verifies(built: tuple[Path, Path, dict[str, Any]]) -> None:
     assert checks(built[1]) == set()
 
 
+def test_verify_job_on_separate_worker_processes(
+    built: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """`pools verify OUT -- <Beam options>` runs the job on the runner they name (here two worker
+    processes) and reports what the in-process verify reports."""
+    bad = copy(built, tmp_path)
+    edit_part(bad, "rl", lambda rs: rs[1:])
+    hide(bad, summaries=False)
+    multi = ["--", "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
+    results = [
+        CliRunner().invoke(app, ["pools", "verify", str(out), *args])
+        for out in (built[1], bad)
+        for args in ([], multi)
+    ]
+    assert [r.exit_code for r in results] == [0, 0, 1, 1], [r.output for r in results]
+    assert "stats" in results[3].output and results[2].output == results[3].output
+    refused = CliRunner().invoke(app, ["pools", "verify", str(built[1]), "--no-such-option"])
+    assert refused.exit_code == 2 and "--no-such-option" in refused.output
+
+
 def test_hidden_near_duplicate_across_pools(built: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> None:
     bad = copy(built, tmp_path)
     sft_id = rows(bad, "sft")[0]["trajectory_id"]
@@ -131,6 +158,29 @@ def test_hidden_near_duplicate_across_pools(built: tuple[Path, Path, dict[str, A
     found = checks(bad)
     assert "checksum" not in found and "stats" not in found
     assert found & {"near_duplicates", "exact_duplicates"}
+
+
+@pytest.mark.parametrize(
+    ("source", "target"), [("cpt", "sft"), ("sft", "rl"), ("rl", "cpt"), ("eval", "sft")]
+)
+def test_hidden_exact_copy_across_any_two_pools(
+    built: tuple[Path, Path, dict[str, Any]], tmp_path: Path, source: str, target: str
+) -> None:
+    """Exact content keys are compared across every pair of pools, not only against eval."""
+    from schemas.shards import iter_trajectories
+
+    bad = copy(built, tmp_path)
+    key = "id" if source == "eval" else "trajectory_id"
+    source_ids = {r[key] for r in rows(bad, source) if not r.get("is_knowledge")}
+    twin = next(t for t in iter_trajectories(built[0] / "shards") if t.id in source_ids)
+    twin.id = "planted-copy"
+    write_trajectories(tmp_path / "more", [twin])
+    edit_part(bad, target, lambda rs: [*rs, pooled_row(bad, target, "planted-copy")])
+    assign(bad, "planted-copy", target)
+    hide(bad, manifest_edit=lambda m: m["inputs"].append({"path": str(tmp_path / "more")}))
+    found = checks(bad)
+    assert "checksum" not in found and "stats" not in found
+    assert "exact_duplicates" in found
 
 
 def test_hidden_contaminated_record(built: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> None:
@@ -214,8 +264,5 @@ def test_missing_inputs_fail_never_skip(built: tuple[Path, Path, dict[str, Any]]
     shutil.copytree(built[1], bad2)
     hide(bad2, manifest_edit=lambda m: m["evaluation_sets"].append(str(tmp_path / "gone.jsonl")))
     assert "input_missing" in checks(bad2)
-
-    from worldline.cli import app
-
     result = CliRunner().invoke(app, ["pools", "verify", str(bad2)])
     assert result.exit_code == 1 and "input_missing" in result.output

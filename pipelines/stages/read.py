@@ -9,16 +9,20 @@ Writes: `ReadSplit`s (path, row group, offset, length) and the rows of each, und
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.config import PoolsConfig
-from pipelines.inputs import read_eval_ngrams, read_eval_turns
+from pipelines.inputs import (
+    input_parts,
+    knowledge_files,
+    open_part,
+    read_eval_ngrams,
+    read_eval_turns,
+)
 from pipelines.stages import Stage
-from pipelines.stages.spill import join
 from schemas.shards import check_version
 from schemas.trajectory import SCHEMA_METADATA_KEY
 
@@ -89,26 +93,16 @@ def resolve_inputs(
     inputs: list[str], knowledge: list[str], evals: list[str], cfg: PoolsConfig
 ) -> BuildInputs:
     """Expand input folders into part files and read the (small) evaluation set in the driver."""
-    from schemas.shards import check_file_schema, shard_files
-
     files: list[str] = []
     row_groups: dict[str, list[int]] = {}
     for item in inputs:
-        if "://" in item:
-            matched = [
-                m.path for m in FileSystems.match([join(item, "trajectories", "*.parquet")])[0].metadata_list
-            ]
-        else:
-            # An unreadable part, a foreign schema or a newer schema version stops here with the file named.
-            matched = [str(f) for f in shard_files(item) if check_file_schema(f)]
-        for f in matched:
+        # An unreadable part, a foreign schema or a newer schema version stops here with the file named.
+        for f in input_parts(item):
+            open_part(f)
             files.append(f)
             row_groups[f] = row_groups_of(f)
     total = sum(sum(row_groups[f]) for f in files)
-    know: list[str] = []
-    for item in knowledge:
-        path = Path(item)
-        know.extend(sorted(str(p) for p in path.rglob("*") if p.is_file()) if path.is_dir() else [item])
+    know = [f for item in knowledge for f in knowledge_files(item)]
     eval_turns = read_eval_turns(evals, cfg)
     size = sum(m.size_in_bytes for f in [*files, *know] for m in FileSystems.match([f])[0].metadata_list)
     return BuildInputs(files, know, eval_turns, total, row_groups, read_eval_ngrams(evals, cfg), size)
