@@ -14,6 +14,7 @@ from curation_agents.formats.common import as_dict, open_binary
 from curation_agents.model import Limits, ParsedRecord, Reason, StageFailure
 
 _EVENT_CODES = frozenset({"o", "i", "r", "m", "x"})
+_TIME_TYPES = frozenset({int, float})
 # The C scanner json.loads uses underneath: (value, end index), StopIteration when no value starts there.
 _SCAN_JSON: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -39,7 +40,7 @@ def loads_event_line(line: bytes) -> Any:
         value, end = _SCAN_JSON(text, 0)
     except StopIteration:
         return json.loads(text)  # raises the same JSONDecodeError json.loads would
-    if _JSON_WHITESPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
+    if end != len(text) and _JSON_WHITESPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
         return json.loads(text)
     return value
 
@@ -87,14 +88,13 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
                 # A torn last line (recording killed mid-write) is common; anything else is noise we skip.
                 continue
             if (
-                not isinstance(event, list)
+                type(event) is not list
                 or len(event) < 3
-                or not isinstance(event[0], int | float)
-                or isinstance(event[0], bool)
+                or type(event[0]) not in _TIME_TYPES
                 or event[1] not in _EVENT_CODES
-                or not isinstance(event[2], str)
+                or type(event[2]) is not str
             ):
-                continue
+                continue  # json decodes to exact types: no subclasses (bool is not in _TIME_TYPES)
             clock = clock + float(event[0]) if version == 3 else float(event[0])
             events.append([round(clock, 6), event[1], event[2]])
             if len(events) > limits.max_events:
