@@ -3,6 +3,7 @@ typescripts with their timing files. The result is an event list for denoise and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -70,17 +71,13 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
         width = _dim(header.get("width", term.get("cols")), 80)
         height = _dim(header.get("height", term.get("rows")), 24)
         clock = 0.0
-        line_no = 1
-        while True:
-            line = fh.readline(limits.max_record_bytes + 1)
-            if not line:
-                break
-            line_no += 1
+        max_bytes, max_events, add = limits.max_record_bytes, limits.max_events, events.append
+        for line in iter(functools.partial(fh.readline, max_bytes + 1), b""):
             total += len(line)
-            if total > limits.max_record_bytes:
-                raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {limits.max_record_bytes} bytes")
+            if total > max_bytes:
+                raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {max_bytes} bytes")
             stripped = line.strip()
-            if not stripped or stripped.startswith(b"#"):
+            if not stripped or stripped[:1] == b"#":
                 continue
             try:
                 event = loads_event_line(stripped)
@@ -91,14 +88,15 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
                 type(event) is not list
                 or len(event) < 3
                 or type(event[0]) not in _TIME_TYPES
+                or type(event[1]) is not str
                 or event[1] not in _EVENT_CODES
                 or type(event[2]) is not str
             ):
                 continue  # json decodes to exact types: no subclasses (bool is not in _TIME_TYPES)
-            clock = clock + float(event[0]) if version == 3 else float(event[0])
-            events.append([round(clock, 6), event[1], event[2]])
-            if len(events) > limits.max_events:
-                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {limits.max_events} events")
+            clock = clock + event[0] if version == 3 else float(event[0])
+            add([round(clock, 6), event[1], event[2]])
+            if len(events) > max_events:
+                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
     env = as_dict(header.get("env"))
     harness = "terminal-bench" if any("tmux wait -S" in e[2] for e in events if e[1] == "i") else None
     return {
