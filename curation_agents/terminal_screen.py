@@ -167,14 +167,28 @@ class TerminalScreen:
         Colour sequences (SGR) draw nothing, so the caller removes them first; the text on either side
         of one is written to adjacent columns, exactly as two writes would.
         """
-        for index, line in enumerate(data.split("\n")):
-            if index:
-                self._line_feed()
-                self.col = 0
-            if "\r" not in line:
-                if line:
-                    self._write(line)
-                continue
+        first_line, *rest = data.split("\n")
+        self._plain_line(first_line)
+        if len(rest) > 1 and self.row == len(self.rows) - 1:
+            # Whole lines below the last row become new rows as they are (a CR at the end of one only
+            # moves the cursor before the next LF); any other CR needs the line-by-line path.
+            middle = [line.rstrip("\r") for line in rest[:-1]]
+            if not any("\r" in line for line in middle):
+                if self._tail:
+                    self._flush()
+                self.rows.extend(middle)
+                self.row = len(self.rows) - 1
+                rest = rest[-1:]
+        for line in rest:
+            self._line_feed()
+            self.col = 0
+            self._plain_line(line)
+
+    def _plain_line(self, line: str) -> None:
+        if "\r" not in line:
+            if line:
+                self._write(line)
+        else:
             first, *redrawn = line.split("\r")
             if first:
                 self._write(first)

@@ -336,21 +336,8 @@ def test_rendering_does_not_depend_on_how_output_is_chunked(data: str, step: int
 
 _plain_output_atoms = st.lists(
     st.sampled_from(
-        [
-            "ab",
-            "c",
-            "xyz0",
-            "\r",
-            "\n",
-            "\r\n",
-            "\x1b[31m",
-            "\x1b[0m",
-            "\x1b[1;32m",
-            "\x1b[3C",
-            "\x1b[2D",
-            "\x1b[K",
-            "\t",
-        ]
+        ["ab", "c", "xyz0", "\r", "\n", "\r\n", "\r\r\n", "\rz\r\n", "\t"]
+        + ["\x1b[31m", "\x1b[0m", "\x1b[1;32m", "\x1b[3C", "\x1b[2D", "\x1b[K", "\x1b[A", "\x1b[2A", "\x1b[H"]
     ),
     max_size=40,
 )
