@@ -36,6 +36,7 @@ from curation_agents.model import (
     Reason,
     Stage,
     StageFailure,
+    as_trajectory,
 )
 from curation_agents.reader import is_file_payload
 from curation_agents.redact import redact, redact_json
@@ -212,7 +213,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
         accepted: list[Trajectory] = []
         quarantine = list(state.get("quarantine", []))
         for index, trajectory in enumerate(state["trajectories"]):
-            verdict = score_episode(trajectory, config)
+            verdict = score_episode(as_trajectory(trajectory), config)
             unsure = abs(verdict.score - config.accept_threshold) <= config.unsure_band
             if curator is not None and verdict.reason in (None, Reason.LOW_QUALITY) and unsure:
                 llm_score, reasons = curator.judge_quality(verdict.trajectory)

@@ -160,6 +160,11 @@ CHECKPOINT_TYPES: tuple[tuple[str, str], ...] = tuple(
 )
 
 
+def as_trajectory(value: Trajectory | dict[str, Any]) -> Trajectory:
+    """A trajectory from the state; checkpoints written by earlier versions hold its JSON form."""
+    return value if isinstance(value, Trajectory) else Trajectory.from_json(value)
+
+
 class CleanState(TypedDict, total=False):
     """The graph's state. ingest writes `parsed`; denoise rewrites it; segment writes `episodes`;
     align writes `trajectories`; score writes `accepted` and `quarantine`."""

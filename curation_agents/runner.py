@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.graph import build_graph
-from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, RecordRef
+from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, RecordRef, as_trajectory
 from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
 from curation_agents.redact import json_text_is_clean, redact, redact_json
 from schemas import ShardWriter, Trajectory
@@ -177,7 +177,8 @@ class GraphRunner:
             else:
                 final = self.graph.invoke(state, cfg, durability="sync")
             self.finished_threads.append(thread)
-        return Outcome(ref, list(final.get("accepted") or []), list(final.get("quarantine") or []))
+        accepted = [as_trajectory(t) for t in final.get("accepted") or []]
+        return Outcome(ref, accepted, list(final.get("quarantine") or []))
 
     def forget_published(self) -> None:
         """Drop checkpoints of records whose outputs are now published."""

@@ -32,7 +32,7 @@ from curation_agents.redact import (
     redact,
     redact_lines,
 )
-from curation_agents.runner import CleanRun, GraphRunner, record_ref
+from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, record_ref
 from curation_agents.terminal_screen import TerminalScreen
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -94,6 +94,34 @@ def _compiled(schema: type, wire: Any) -> Any:
     graph = StateGraph(schema)
     wire(graph)
     return graph.compile()
+
+
+def test_a_checkpoint_holding_trajectories_in_json_form_resumes_at_score(tmp_path: Path) -> None:
+    """Checkpoints written before the state held typed trajectories carry their JSON form."""
+    path = FIXTURES / "terminal" / "dev_basics.cast"
+    config = CleanConfig(licence="MIT")
+    (raw,) = list(iter_records(path, config.limits))
+    ref = record_ref(raw, path, path.name)
+    expected = GraphRunner(config, None).run(raw, ref)
+    assert expected.trajectories
+    runner = GraphRunner(config, tmp_path / "ck.sqlite")
+    thread = {"configurable": {"thread_id": checkpoint_thread_id(ref["key"])}}
+    after_align = {
+        "record": ref,
+        "trajectories": [t.to_json() for t in expected.trajectories],
+        "quarantine": [],
+        "failed": False,
+    }
+    runner.graph.update_state(thread, after_align, as_node="align")
+    assert runner.graph.get_state(thread).next == ("score",)
+    outcome = runner.run(raw, ref)
+    assert [t.to_json() for t in outcome.trajectories] == expected.accepted
+    # A record that finished before a kill, its accepted episodes stored in JSON form, is not rerun.
+    runner.graph.update_state(thread, {"accepted": expected.accepted}, as_node="accept")
+    assert not runner.graph.get_state(thread).next
+    outcome = runner.run(raw, ref)
+    runner.close()
+    assert [t.to_json() for t in outcome.trajectories] == expected.accepted
 
 
 def test_direct_executor_refuses_graphs_it_would_run_differently() -> None:
