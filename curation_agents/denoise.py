@@ -53,7 +53,7 @@ def render_transcript(
         if code == "o":
             screen.feed(data)
         elif code == "i":
-            finished = [pem.line(line, counts, pii) for line in screen.take_finished()]
+            finished = pem.lines(screen.take_finished(), counts, pii)
             current = screen.current_line
             no_echo = current.rstrip().endswith(":") and NO_ECHO_PROMPT.search(current) is not None
             typed = _TYPED.sub("*", data) if no_echo else redact(data, None, pii)
@@ -63,7 +63,7 @@ def render_transcript(
             if cols.isdigit() and rows.isdigit():
                 screen.width = max(2, min(int(cols), 1000))
                 screen.height = max(2, min(int(rows), 500))
-    finished = [pem.line(line, counts, pii) for line in screen.take_finished()]
+    finished = pem.lines(screen.take_finished(), counts, pii)
     current = pem.line(screen.current_line, counts, pii)
     items.append(["end", last_t, "", current, finished, screen.in_fullscreen])
     return items

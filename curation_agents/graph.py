@@ -36,6 +36,7 @@ from curation_agents.model import (
     Reason,
     Stage,
     StageFailure,
+    as_trajectory,
 )
 from curation_agents.reader import is_file_payload
 from curation_agents.redact import redact, redact_json
@@ -205,14 +206,14 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
                 if domain is not None:
                     traj = align_episode(*episode, domain_override=domain.value)
                     traj.metadata.update(llm_align=note, redaction_kinds=state.get("redaction_kinds", {}))
-            trajectories.append(traj.to_json())
+            trajectories.append(traj)
         return {"trajectories": trajectories, "episodes": [], "parsed": {}}
 
     def score(state: CleanState) -> dict[str, Any]:
-        accepted: list[dict[str, Any]] = []
+        accepted: list[Trajectory] = []
         quarantine = list(state.get("quarantine", []))
-        for index, traj_json in enumerate(state["trajectories"]):
-            verdict = score_episode(Trajectory.from_json(traj_json), config)
+        for index, trajectory in enumerate(state["trajectories"]):
+            verdict = score_episode(as_trajectory(trajectory), config)
             unsure = abs(verdict.score - config.accept_threshold) <= config.unsure_band
             if curator is not None and verdict.reason in (None, Reason.LOW_QUALITY) and unsure:
                 llm_score, reasons = curator.judge_quality(verdict.trajectory)
@@ -228,7 +229,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
                             f"LLM score {llm_score} < {config.accept_threshold}: {'; '.join(reasons)}"[:500]
                         )
             if verdict.accepted:
-                accepted.append(verdict.trajectory.to_json())
+                accepted.append(verdict.trajectory)
             else:
                 assert verdict.reason is not None
                 quarantine.append(

@@ -1,6 +1,7 @@
 """The cleaner's vocabulary: stages, reason codes, limits, and the typed state each graph node reads and writes.
 
-State values are plain dicts, lists and strings so that a LangGraph checkpointer can persist them as-is.
+State values are plain dicts, lists and strings, except the typed `Trajectory` objects align hands to
+score (no JSON round trip between them); checkpoints persist those through CHECKPOINT_TYPES.
 """
 
 from __future__ import annotations
@@ -8,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypedDict
+
+from schemas import trajectory as _trajectory
+from schemas.trajectory import Trajectory
 
 
 class Stage(StrEnum):
@@ -136,6 +140,31 @@ class QuarantineEntry(TypedDict):
     episode: int | None
 
 
+# The schema's classes a checkpoint of the state may hold (LangGraph's msgpack serde allow-list).
+CHECKPOINT_TYPES: tuple[tuple[str, str], ...] = tuple(
+    (_trajectory.__name__, name)
+    for name in (
+        "Trajectory",
+        "Turn",
+        "Action",
+        "Observation",
+        "Source",
+        "ActionSpace",
+        "ToolSpec",
+        "Domain",
+        "SourceKind",
+        "TrajectoryStatus",
+        "ActionKind",
+        "ObservationFormat",
+    )
+)
+
+
+def as_trajectory(value: Trajectory | dict[str, Any]) -> Trajectory:
+    """A trajectory from the state; checkpoints written by earlier versions hold its JSON form."""
+    return value if isinstance(value, Trajectory) else Trajectory.from_json(value)
+
+
 class CleanState(TypedDict, total=False):
     """The graph's state. ingest writes `parsed`; denoise rewrites it; segment writes `episodes`;
     align writes `trajectories`; score writes `accepted` and `quarantine`."""
@@ -148,8 +177,8 @@ class CleanState(TypedDict, total=False):
     redaction_kinds: dict[str, int]
     preflight: dict[str, str] | None  # a failure the reader already found (ingest reports it)
     episodes: list[list[RawTurn]]
-    trajectories: list[dict[str, Any]]  # Trajectory.to_json() per episode
-    accepted: list[dict[str, Any]]
+    trajectories: list[Trajectory]  # one per episode, typed (checkpoints store them: CHECKPOINT_TYPES)
+    accepted: list[Trajectory]
     quarantine: list[QuarantineEntry]
     failed: bool
     notes: list[str]

@@ -28,6 +28,8 @@ import re
 from collections import Counter
 from typing import Any
 
+import re2
+
 PII_CLASSES = ("email", "phone", "ip")
 DEFAULT_PII: frozenset[str] = frozenset({"email", "phone"})
 MARKER_PREFIX = "[REDACTED:"
@@ -200,6 +202,10 @@ _NEEDLE = re.compile(
     r"|dop_v1_|shpat_|-us\d|hooks\.slack|eyj|curl|wget|mysql|login|ya29\.|redis-cli"
     r"|authorization|x-a(?:pi|uth|ccess)|pass|pwd|token|secret|key|credential"
 )
+# The same needles as a DFA (RE2): one pass over the text whatever the number of needles, about ten
+# times faster than `re`'s alternation over a JSONL record, but slower per call on a short line.
+_NEEDLE_DFA = re2.compile(_NEEDLE.pattern)
+_NEEDLE_DFA_FROM = 512
 _PII_HINT: dict[str, tuple[re.Pattern[str], ...]] = {
     "email": (re.compile(r"@"),),
     # Several patterns, each starting at a literal: the regex engine scans for a literal prefix quickly,
@@ -220,7 +226,8 @@ def may_contain_secret(text: str) -> bool:
         return False
     if not text.isascii() or "SG." in text or ("://" in text and "@" in text):
         return True
-    return _NEEDLE.search(text.lower()) is not None
+    needle = _NEEDLE_DFA if len(text) >= _NEEDLE_DFA_FROM else _NEEDLE
+    return needle.search(text.lower()) is not None
 
 
 def json_text_is_clean(source: bytes, pii: frozenset[str] = DEFAULT_PII) -> bool:
@@ -397,6 +404,35 @@ def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = 
     return text
 
 
+def redact_lines(
+    lines: list[str], counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII
+) -> list[str]:
+    """`[redact(line, counts, pii) for line in lines]`, with the pre-checks run once over all the lines.
+
+    The pre-checks test for literals and short hint patterns without anchors or lookarounds, so one
+    absent from the joined text is absent from each line: a secret needle missing there rules out the
+    secret patterns for every line, a PII hint missing there rules out that class for every line not
+    already changed by another class. Rendered terminal output arrives as many short lines at once.
+    """
+    if not lines:
+        return []
+    joined = "\n".join(lines)
+    if may_contain_secret(joined):
+        return [redact(line, counts, pii) for line in lines]
+    possible = [kind for kind in PII_CLASSES if kind in pii and _pii_possible(joined, kind)]
+    if not possible:
+        return list(lines)
+    out = []
+    for line in lines:
+        if len(line) >= _SHORTEST_MATCH:
+            original = line
+            for kind in PII_CLASSES:
+                if kind in pii and (kind in possible or line is not original) and _pii_possible(line, kind):
+                    line = _apply(line, _pii_spans(line, kind), counts)
+        out.append(line)
+    return out
+
+
 def redact_json(value: Any, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> Any:
     """A decoded JSON value with its secrets redacted; same shape, so it serialises to valid JSON."""
     if isinstance(value, str):
@@ -479,6 +515,14 @@ class PemBlockFilter:
                 counts["private_key"] += 1
             return redact(text[: begin.start()], counts, pii) + marker("private_key")
         return redact(text, counts, pii)
+
+    def lines(
+        self, lines: list[str], counts: Counter[str] | None, pii: frozenset[str] = DEFAULT_PII
+    ) -> list[str]:
+        """`[self.line(text, counts, pii) for text in lines]`, checked at once when no key block is open."""
+        if not self.inside and not any("-----BEGIN" in text for text in lines):
+            return redact_lines(lines, counts, pii)
+        return [self.line(text, counts, pii) for text in lines]
 
     def peek(self, text: str, pii: frozenset[str] = DEFAULT_PII) -> str:
         """TEXT as it would be redacted, without counting or changing state (a line still being drawn)."""

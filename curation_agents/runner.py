@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.graph import build_graph
-from curation_agents.model import CleanConfig, CleanState, RecordRef
+from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, RecordRef, as_trajectory
 from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
 from curation_agents.redact import json_text_is_clean, redact, redact_json
 from schemas import ShardWriter, Trajectory
@@ -62,8 +62,13 @@ class Outcome:
     """What the graph decided for one record."""
 
     record: RecordRef
-    accepted: list[dict[str, Any]]
+    trajectories: list[Trajectory]  # the accepted episodes
     quarantine: list[dict[str, Any]]
+
+    @property
+    def accepted(self) -> list[dict[str, Any]]:
+        """The accepted episodes as JSON objects (`Trajectory.to_json()`)."""
+        return [t.to_json() for t in self.trajectories]
 
 
 @dataclass
@@ -87,6 +92,13 @@ def prepare_checkpoints(path: Path) -> None:
         SqliteSaver(conn).setup()
     finally:
         conn.close()
+
+
+def checkpoint_serde() -> Any:
+    """LangGraph's serializer, allowed to restore the typed trajectories the graph state holds."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    return JsonPlusSerializer(allowed_msgpack_modules=list(CHECKPOINT_TYPES))
 
 
 def checkpoint_thread_id(key: str) -> str:
@@ -117,7 +129,7 @@ class GraphRunner:
             self.conn = sqlite3.connect(
                 str(checkpoint_path), check_same_thread=False, timeout=_CHECKPOINT_BUSY_TIMEOUT_S
             )
-            self.saver = SqliteSaver(self.conn)
+            self.saver = SqliteSaver(self.conn, serde=checkpoint_serde())
         self.graph = build_graph(config, curator=curator, checkpointer=self.saver)
         # Without checkpoints, the same graph runs through the direct executor (Pregel's per-step
         # machinery costs more than the deterministic stages); with them, Pregel persists every step.
@@ -165,7 +177,8 @@ class GraphRunner:
             else:
                 final = self.graph.invoke(state, cfg, durability="sync")
             self.finished_threads.append(thread)
-        return Outcome(ref, list(final.get("accepted") or []), list(final.get("quarantine") or []))
+        accepted = [as_trajectory(t) for t in final.get("accepted") or []]
+        return Outcome(ref, accepted, list(final.get("quarantine") or []))
 
     def forget_published(self) -> None:
         """Drop checkpoints of records whose outputs are now published."""
@@ -294,7 +307,7 @@ class CleanRun:
 
     def _write(self, outcome: Outcome) -> None:
         rec = outcome.record
-        record_outcome = "accepted" if outcome.accepted else "quarantined"
+        record_outcome = "accepted" if outcome.trajectories else "quarantined"
         rows = [
             {
                 "record_key": rec["key"],
@@ -311,8 +324,8 @@ class CleanRun:
         ]
         if rows:
             self.quarantine_writer.write_records(rows)
-        for traj_json in outcome.accepted:
-            self.accepted_writer.write(Trajectory.from_json(traj_json))
+        for trajectory in outcome.trajectories:
+            self.accepted_writer.write(trajectory)
         self.pending += 1
 
     def _flush(self, runner: GraphRunner | None) -> None:

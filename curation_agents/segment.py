@@ -187,7 +187,8 @@ class _Session:
         self.open, self.open_lines = None, []
 
     def feed_input(self, data: str, current_line: str, t: float) -> None:
-        data = _INPUT_ESCAPE.sub("\x00", data)  # arrows and function keys: the echo will tell
+        if "\x1b" in data:
+            data = _INPUT_ESCAPE.sub("\x00", data)  # arrows and function keys: the echo will tell
         submitted = False  # a line was submitted earlier in this event: what follows is typed ahead
         for ch in data:
             if ch in "\r\n":

@@ -12,9 +12,10 @@ import re
 
 import pyte
 
-# One token: a run of printable text, a CSI sequence, an OSC string, another escape, or one control char.
+# One token: a run of plain output (printable text, CR, LF and colour sequences: most of what programs
+# print, applied in one step by _feed_plain), a CSI sequence, an OSC string, another escape, or one control char.
 _TOKEN = re.compile(
-    r"(?P<text>[^\x00-\x1f\x7f\x1b\x9b]+)"
+    r"(?P<plain>(?:[^\x00-\x09\x0b\x0c\x0e-\x1f\x7f\x1b\x9b]++|\x1b\[[0-?]*+[ -/]*+m)++)"
     r"|\x1b\[(?P<csi_params>[0-?]*)[ -/]*(?P<csi_final>[@-~])"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
@@ -22,6 +23,10 @@ _TOKEN = re.compile(
     r"|\x1b[\x20-\x7e]?"
     r"|(?P<ctrl>[\x00-\x1f\x7f\x9b])"
 )
+# Select graphic rendition (colours, bold): the only CSI sequence the plain-output fast path removes.
+# CSI's parameter, intermediate and final byte ranges are disjoint, so this matches exactly the CSI
+# tokens of _TOKEN whose final byte is "m".
+_SGR = re.compile(r"\x1b\[[0-?]*[ -/]*m")
 # CSI sequences with private parameters that pyte does not implement and may raise on (vim 9 sends
 # modifyOtherKeys `ESC[>4;2m`, kitty keyboard queries `ESC[?u`, DECRQM `ESC[?2026$p`): they change
 # nothing on screen, so they are dropped before pyte sees them. DEC private modes (`ESC[?1049h`) stay.
@@ -93,6 +98,8 @@ class TerminalScreen:
 
     def take_finished(self) -> list[str]:
         """The finished lines above the cursor, right-stripped; they are removed from the screen."""
+        if self.row == 0 and not self._cleared:
+            return []  # the cursor is on the first row: nothing above it (most keystrokes)
         if self._tail:
             self._flush()
         done = [r.rstrip() for r in self.rows[: self.row]]
@@ -114,6 +121,12 @@ class TerminalScreen:
 
     # -- feeding -----------------------------------------------------------------------------------
     def feed(self, data: str) -> None:
+        if self._alt is None:
+            # A keystroke's echo: one text token.
+            if data.isprintable():
+                if data:
+                    self._write(data)
+                return
         pos = 0
         while pos < len(data):
             pos = self._feed_alt(data, pos) if self._alt is not None else self._feed_main(data, pos)
@@ -125,11 +138,17 @@ class TerminalScreen:
         with finditer visits the same tokens as matching at each position in turn.
         """
         for m in _TOKEN.finditer(data, pos):
-            # lastgroup names the token kind: text, csi_final (a CSI sequence), ctrl, or None for
+            # lastgroup names the token kind: plain, csi_final (a CSI sequence), ctrl, or None for
             # sequences that draw nothing (OSC, DCS, charset selection, other escapes).
             kind = m.lastgroup
-            if kind == "text":
-                self._write(m.group("text"))
+            if kind == "plain":
+                text = m.group("plain")
+                if "\x1b" in text:
+                    text = _SGR.sub("", text)
+                if "\n" in text or "\r" in text:
+                    self._feed_plain(text)
+                elif text:  # colours alone draw nothing (an empty write would pad the row)
+                    self._write(text)
             elif kind == "ctrl":
                 ctrl = m.group("ctrl")
                 if ctrl == "\r":
@@ -141,6 +160,48 @@ class TerminalScreen:
                 if self._alt is not None:
                     return m.end()
         return len(data)
+
+    def _feed_plain(self, data: str) -> None:
+        """Text with CR and LF as its only controls: each run of text written at once.
+
+        Colour sequences (SGR) draw nothing, so the caller removes them first; the text on either side
+        of one is written to adjacent columns, exactly as two writes would.
+        """
+        first_line, *rest = data.split("\n")
+        self._plain_line(first_line)
+        if len(rest) > 1 and self.row == len(self.rows) - 1:
+            # Whole lines below the last row become new rows as they are (a CR at the end of one only
+            # moves the cursor before the next LF); any other CR needs the line-by-line path.
+            middle = [line.rstrip("\r") for line in rest[:-1]]
+            if not any("\r" in line for line in middle):
+                if self._tail:
+                    self._flush()
+                self.rows.extend(middle)
+                self.row = len(self.rows) - 1
+                rest = rest[-1:]
+        for line in rest:
+            self._line_feed()
+            self.col = 0
+            self._plain_line(line)
+
+    def _plain_line(self, line: str) -> None:
+        if "\r" not in line:
+            if line:
+                self._write(line)
+        else:
+            first, *redrawn = line.split("\r")
+            if first:
+                self._write(first)
+            # Each part after a CR is drawn from column 0 over the ones before (a progress bar): what
+            # stays is, per column, the last part reaching it, and the cursor ends after the last one.
+            shown = redrawn[-1]
+            for part in reversed(redrawn[:-1]):
+                if len(part) > len(shown):
+                    shown += part[len(shown) :]
+            self.col = 0
+            if shown:
+                self._write(shown)
+            self.col = len(redrawn[-1])
 
     def _write(self, text: str) -> None:
         if self._tail_row == self.row and self.col == self._tail_end:

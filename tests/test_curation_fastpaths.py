@@ -22,8 +22,17 @@ from curation_agents.formats.terminal import loads_event_line
 from curation_agents.graph import build_graph
 from curation_agents.model import CleanConfig
 from curation_agents.reader import discover, iter_records
-from curation_agents.redact import _COMBINED, may_contain_secret, redact
-from curation_agents.runner import CleanRun, GraphRunner, record_ref
+from curation_agents.redact import (
+    _COMBINED,
+    _NEEDLE,
+    _NEEDLE_DFA,
+    PII_CLASSES,
+    PemBlockFilter,
+    may_contain_secret,
+    redact,
+    redact_lines,
+)
+from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, record_ref
 from curation_agents.terminal_screen import TerminalScreen
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -85,6 +94,34 @@ def _compiled(schema: type, wire: Any) -> Any:
     graph = StateGraph(schema)
     wire(graph)
     return graph.compile()
+
+
+def test_a_checkpoint_holding_trajectories_in_json_form_resumes_at_score(tmp_path: Path) -> None:
+    """Checkpoints written before the state held typed trajectories carry their JSON form."""
+    path = FIXTURES / "terminal" / "dev_basics.cast"
+    config = CleanConfig(licence="MIT")
+    (raw,) = list(iter_records(path, config.limits))
+    ref = record_ref(raw, path, path.name)
+    expected = GraphRunner(config, None).run(raw, ref)
+    assert expected.trajectories
+    runner = GraphRunner(config, tmp_path / "ck.sqlite")
+    thread = {"configurable": {"thread_id": checkpoint_thread_id(ref["key"])}}
+    after_align = {
+        "record": ref,
+        "trajectories": [t.to_json() for t in expected.trajectories],
+        "quarantine": [],
+        "failed": False,
+    }
+    runner.graph.update_state(thread, after_align, as_node="align")
+    assert runner.graph.get_state(thread).next == ("score",)
+    outcome = runner.run(raw, ref)
+    assert [t.to_json() for t in outcome.trajectories] == expected.accepted
+    # A record that finished before a kill, its accepted episodes stored in JSON form, is not rerun.
+    runner.graph.update_state(thread, {"accepted": expected.accepted}, as_node="accept")
+    assert not runner.graph.get_state(thread).next
+    outcome = runner.run(raw, ref)
+    runner.close()
+    assert [t.to_json() for t in outcome.trajectories] == expected.accepted
 
 
 def test_direct_executor_refuses_graphs_it_would_run_differently() -> None:
@@ -187,6 +224,54 @@ def test_redaction_with_precheck_equals_redaction_without_it(text: str) -> None:
     assert (result, counts) == (reference, reference_counts)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_secretish_text, max_size=40).map(lambda parts: " ".join(parts) * 8))
+def test_needle_dfa_finds_what_the_needle_regex_finds(text: str) -> None:
+    lowered = text.lower()
+    if text.isascii():  # the pre-check uses the needles on ASCII text only
+        assert (_NEEDLE_DFA.search(lowered) is None) == (_NEEDLE.search(lowered) is None)
+
+
+_pii_sets = st.sampled_from([frozenset(), frozenset({"email", "phone"}), frozenset(PII_CLASSES)])
+_ascii = st.text(alphabet=st.characters(max_codepoint=127), max_size=6)  # non-ASCII takes the slow path
+# PII and look-alikes with no secret needle (the lines-at-once fast path), and every secretish fragment.
+_pii_fragments = [
+    "@",
+    ".",
+    ":",
+    "-",
+    "a@b.io",
+    "user@",
+    "+1 415 555 0100",
+    "(415) 555-0100",
+    "10.1.2.3",
+    "fe80::1:2",
+]
+_line_fragments = [*_FRAGMENTS, *_pii_fragments, "-----END RSA PRIVATE KEY-----"]
+_secretish_lines = st.lists(
+    st.lists(st.sampled_from(_pii_fragments) | _ascii, max_size=8).map("".join)
+    | st.lists(st.sampled_from(_line_fragments) | _ascii, max_size=8).map("".join),
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_secretish_lines, max_size=4), _pii_sets)
+def test_redacting_lines_at_once_equals_redacting_each_line(
+    batches: list[list[str]], pii: frozenset[str]
+) -> None:
+    at_once, one_by_one = PemBlockFilter(), PemBlockFilter()
+    counts: Counter[str] = Counter()
+    reference: Counter[str] = Counter()
+    for lines in batches:
+        assert at_once.lines(lines, counts, pii) == [one_by_one.line(x, reference, pii) for x in lines]
+    assert counts == reference
+    counts, reference = Counter(), Counter()
+    for lines in batches:
+        assert redact_lines(lines, counts, pii) == [redact(x, reference, pii) for x in lines]
+    assert counts == reference
+
+
 # -- recording lines ---------------------------------------------------------------------------------
 
 
@@ -275,6 +360,28 @@ def test_rendering_does_not_depend_on_how_output_is_chunked(data: str, step: int
     for piece in pieces:
         chunked.feed(piece)
     assert (chunked.take_all(), chunked.in_fullscreen) == (whole.take_all(), whole.in_fullscreen)
+
+
+_plain_output_atoms = st.lists(
+    st.sampled_from(
+        ["ab", "c", "xyz0", "\r", "\n", "\r\n", "\r\r\n", "\rz\r\n", "\t"]
+        + ["\x1b[31m", "\x1b[0m", "\x1b[1;32m", "\x1b[3C", "\x1b[2D", "\x1b[K", "\x1b[A", "\x1b[2A", "\x1b[H"]
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_plain_output_atoms)
+def test_plain_output_in_one_piece_renders_as_its_tokens_one_at_a_time(atoms: list[str]) -> None:
+    """Runs of text, CR, LF and colours are applied in one step; each token fed alone is the reference."""
+    whole = TerminalScreen(40, 10)
+    whole.feed("".join(atoms))
+    stepwise = TerminalScreen(40, 10)
+    for atom in atoms:
+        stepwise.feed(atom)
+    assert (whole.current_line, whole.col) == (stepwise.current_line, stepwise.col)
+    assert whole.take_all() == stepwise.take_all()
 
 
 # -- progress ----------------------------------------------------------------------------------------

@@ -225,3 +225,20 @@ def test_bash_only_agent_log_is_terminal_and_editor_tools_make_it_swe(tmp_path: 
     summary, trajs = _clean(tmp_path / "in", tmp_path / "out")
     domains = {t.source.uri.split("/")[-1].split("#")[0]: t.domain.value for t in trajs}
     assert domains == {"bash.json": "terminal", "edit.json": "swe"}
+
+
+def test_recording_events_with_a_non_string_code_are_skipped_not_fatal(tmp_path: Path) -> None:
+    lines = [
+        {"version": 2, "width": 80, "height": 24},
+        [0.1, "o", "$ "],
+        [0.2, [1], "x"],  # a list or object where the event code belongs: that line is noise
+        [0.3, {"o": 1}, "x"],
+        [0.4, "i", "ls\r"],
+        [0.5, "o", "ls\r\nfile\r\n$ "],
+    ]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "s.cast").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    summary = CleanRun([str(tmp_path / "in")], tmp_path / "out", CleanConfig(min_turns=1)).run()
+    assert summary["accepted"] == 1, summary
+    (traj,) = list(iter_trajectories(tmp_path / "out"))
+    assert [t.action.text for t in traj.turns] == ["ls"]

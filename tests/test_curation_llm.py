@@ -55,7 +55,7 @@ def test_llm_align_decides_an_unsure_domain(tmp_path: Path, fake_llm: Any) -> No
     fake_llm.set_default(lambda req: '{"score": 0.9, "reasons": ["fine"]}')
     curator = LLMCurator(SyncLLMClient(fake_llm.config()))
     state = _run(_generic_tool_log(tmp_path / "log.json"), CleanConfig(), curator)
-    (traj,) = [Trajectory.from_json(t) for t in state["accepted"]]
+    (traj,) = state["accepted"]
     assert traj.domain == Domain.SEARCH and traj.metadata["llm_align"] == "lookups of facts"
     assert "align_unsure" not in traj.metadata
 
@@ -79,7 +79,7 @@ def test_llm_score_decides_near_the_threshold_and_failures_fall_back(tmp_path: P
     fake_llm.reset()
     fake_llm.set_default(lambda req: "no idea")
     state = _run(path, config, LLMCurator(SyncLLMClient(fake_llm.config(cache_path=None))))
-    (traj,) = [Trajectory.from_json(t) for t in state["accepted"]]
+    (traj,) = state["accepted"]
     assert traj.metadata["quality_score"] == 0.7
     assert traj.metadata["llm_quality"]["reasons"][0].startswith("llm_score_unparsed")
 

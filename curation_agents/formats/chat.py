@@ -250,10 +250,11 @@ def parse_sharegpt(obj: dict[str, Any]) -> ParsedRecord:
             task = value
         elif speaker == "function_call":
             call = None
-            try:
-                call = json.loads(value)
-            except (ValueError, RecursionError):
-                call = None
+            if value.lstrip(" \t\n\r").startswith("{"):  # only an object can be a call; most are prose
+                try:
+                    call = json.loads(value)
+                except (ValueError, RecursionError):
+                    call = None
             if isinstance(call, dict) and isinstance(call.get("name"), str):
                 turns.append(
                     turn(

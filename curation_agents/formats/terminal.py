@@ -3,6 +3,7 @@ typescripts with their timing files. The result is an event list for denoise and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from curation_agents.formats.common import as_dict, open_binary
 from curation_agents.model import Limits, ParsedRecord, Reason, StageFailure
 
 _EVENT_CODES = frozenset({"o", "i", "r", "m", "x"})
+_TIME_TYPES = frozenset({int, float})
 # The C scanner json.loads uses underneath: (value, end index), StopIteration when no value starts there.
 _SCAN_JSON: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -39,7 +41,7 @@ def loads_event_line(line: bytes) -> Any:
         value, end = _SCAN_JSON(text, 0)
     except StopIteration:
         return json.loads(text)  # raises the same JSONDecodeError json.loads would
-    if _JSON_WHITESPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
+    if end != len(text) and _JSON_WHITESPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
         return json.loads(text)
     return value
 
@@ -69,17 +71,13 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
         width = _dim(header.get("width", term.get("cols")), 80)
         height = _dim(header.get("height", term.get("rows")), 24)
         clock = 0.0
-        line_no = 1
-        while True:
-            line = fh.readline(limits.max_record_bytes + 1)
-            if not line:
-                break
-            line_no += 1
+        max_bytes, max_events, add = limits.max_record_bytes, limits.max_events, events.append
+        for line in iter(functools.partial(fh.readline, max_bytes + 1), b""):
             total += len(line)
-            if total > limits.max_record_bytes:
-                raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {limits.max_record_bytes} bytes")
+            if total > max_bytes:
+                raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {max_bytes} bytes")
             stripped = line.strip()
-            if not stripped or stripped.startswith(b"#"):
+            if not stripped or stripped[:1] == b"#":
                 continue
             try:
                 event = loads_event_line(stripped)
@@ -87,18 +85,18 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
                 # A torn last line (recording killed mid-write) is common; anything else is noise we skip.
                 continue
             if (
-                not isinstance(event, list)
+                type(event) is not list
                 or len(event) < 3
-                or not isinstance(event[0], int | float)
-                or isinstance(event[0], bool)
+                or type(event[0]) not in _TIME_TYPES
+                or type(event[1]) is not str
                 or event[1] not in _EVENT_CODES
-                or not isinstance(event[2], str)
+                or type(event[2]) is not str
             ):
-                continue
-            clock = clock + float(event[0]) if version == 3 else float(event[0])
-            events.append([round(clock, 6), event[1], event[2]])
-            if len(events) > limits.max_events:
-                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {limits.max_events} events")
+                continue  # json decodes to exact types: no subclasses (bool is not in _TIME_TYPES)
+            clock = clock + event[0] if version == 3 else float(event[0])
+            add([round(clock, 6), event[1], event[2]])
+            if len(events) > max_events:
+                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
     env = as_dict(header.get("env"))
     harness = "terminal-bench" if any("tmux wait -S" in e[2] for e in events if e[1] == "i") else None
     return {
