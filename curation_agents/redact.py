@@ -33,6 +33,15 @@ PII_CLASSES = ("email", "phone", "ip")
 DEFAULT_PII: frozenset[str] = frozenset({"email", "phone"})
 
 
+def parse_pii_classes(text: str) -> tuple[str, ...]:
+    """The PII classes named in a comma-separated option value ('none' for none); ValueError on others."""
+    classes = tuple(c.strip() for c in text.split(",") if c.strip() and c.strip() != "none")
+    unknown = sorted(set(classes) - set(PII_CLASSES))
+    if unknown:
+        raise ValueError(f"unknown PII class(es) {', '.join(unknown)}; choose from {', '.join(PII_CLASSES)}")
+    return classes
+
+
 MARKER_PREFIX = "[REDACTED:"
 
 # Credential words that end a key or variable name (`DB_PASSWORD`, `aws_secret_access_key`,
