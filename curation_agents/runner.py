@@ -248,6 +248,7 @@ class _WorkerSlot:
     conn: Any
     assigned: list[tuple[str, str]] = field(default_factory=list)
     closing: bool = False
+    heard_from: bool = False  # it sent something: it started
 
 
 def _death_cause(exitcode: int | None) -> str:
@@ -491,6 +492,11 @@ class CleanRun:
                     owner.process.join(timeout=10)
                     if finished:
                         continue
+                    code = owner.process.exitcode
+                    if not owner.heard_from and code is not None and code > 0:
+                        # Not killed: it failed before cleaning anything (its error is above), and
+                        # so would every worker started in its place.
+                        raise RuntimeError(f"a clean worker exited with status {code} before it started")
                     self._worker_died(owner, pending)
                     if pending:
                         replacement = start()
@@ -512,6 +518,7 @@ class CleanRun:
                 batch = slot.conn.recv()
             except (EOFError, OSError):
                 return False  # its pipe closed mid-message or without the end mark: it died
+            slot.heard_from = True
             if batch is None:
                 return True
             for kind, item in batch:
