@@ -81,6 +81,9 @@ def render_transcript(
 def _lines_seen(lines: list[str], handed: list[str]) -> list[str]:
     """Finished screen lines, a password prompt and the prompt printed on its line apart (less one
     handed out already)."""
+    # Only a line with a colon and a prompt's end can hold both; most output lines are passed over here.
+    if not any(": " in ln and ("$ " in ln or "# " in ln or "% " in ln or "> " in ln) for ln in lines):
+        return lines
     from curation_agents.segment import split_after_no_echo
 
     out: list[str] = []

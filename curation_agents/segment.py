@@ -43,7 +43,7 @@ def split_after_no_echo(line: str) -> list[str]:
     on the password prompt's line (`Password: dev@box:~$ ls`). Read as one line, the prompt and
     command would pass for the typed password; split, the password prompt keeps nothing after it.
     """
-    if ": " not in line:
+    if ": " not in line or not ("$ " in line or "# " in line or "% " in line or "> " in line):
         return [line]
     lead = _NO_ECHO_LEAD.search(line)
     if lead is None:
