@@ -503,6 +503,8 @@ class CleanRun:
                         slots.append(replacement)
                         feed(replacement)
         finally:
+            for slot in slots:  # left only when the run stops early: a closed pipe stops each worker
+                slot.conn.close()
             for slot in slots:
                 slot.process.join(timeout=10)
 
