@@ -1,6 +1,7 @@
 """Terminal segmentation of util-linux `script` typescripts recorded here with real programs (bash,
-python3, less, vim) through a real PTY, in each way `script` logs a session: output only (with and
-without a timing log), input and output in one file (`-B`), and keystrokes in a log of their own (`-I`)."""
+python3, less, vim) through a real PTY, in each way `script` logs a session: output only (without a
+timing log, or with one in the advanced or classic format), input and output in one file (`-B`), and
+keystrokes in a log of their own (`-I`)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ pytestmark = [
 MODES = {
     "plain": (["-O", "ts"], False),
     "timed": (["-T", "ts.timing", "-O", "ts"], False),
+    "timed-classic": (["-m", "classic", "-T", "ts.timing", "-O", "ts"], False),
     "log-io": (["-T", "ts.timing", "-B", "ts"], True),
     "log-in": (["-T", "ts.timing", "-I", "ts.in", "-O", "ts"], True),
 }
