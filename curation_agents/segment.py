@@ -357,15 +357,17 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
     body: list[str] = []
     for line in lines:
         m = pattern.match(line)
-        if m and current is not None and line.strip() in current["action"]:
+        if m and current is not None and line[m.end() :].strip() and line.strip() in current["action"]:
             m = None  # the command printed this prompt-like line itself (echo, printf, cat of a log)
-        continued = _continuation(line) if current is not None and not body else None
+        continued = _continuation(line, current) if current is not None and not body else None
         if continued is not None and current is not None:
             if continued.strip():
                 current["action"] += "\n" + continued
             else:
                 body.append(line.rstrip())  # the empty line that ends a REPL block
             continue
+        if m and line[: m.end()].strip() in CONTINUATION_PROMPTS:
+            m = None  # a continuation prompt never starts a command: where none can go on, it is output
         if m:
             command = HARNESS_SUFFIX.sub("", line[m.end() :]).rstrip()
             if command.endswith("^C"):
@@ -402,12 +404,33 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
     return turns
 
 
-def _continuation(line: str) -> str | None:
-    """What follows a continuation prompt at the start of LINE (indentation kept), or None."""
+# How a shell line asks for more: a trailing backslash, pipe or operator, an opened block or quote.
+_SHELL_UNFINISHED = re.compile(r"(?:\\|\||&&|\|\||\{|\(|\bdo|\bthen|\belse)\s*$")
+
+
+def _continuation(line: str, current: RawTurn) -> str | None:
+    """What follows a continuation prompt at the start of LINE (indentation kept), or None.
+
+    Only where the open command can go on: `... ` in a Python REPL, `-> ` after a SQL statement without
+    its `;`, `> ` after a shell line left unfinished. Output that merely starts with `> ` (a quoted
+    mail, Markdown) stays output.
+    """
     for prompt in CONTINUATION_PROMPTS:
         if line.startswith(prompt + " ") or line.rstrip() == prompt:
-            return line[len(prompt) + 1 :].rstrip()
-    return None
+            break
+    else:
+        return None
+    opened_at = current["metadata"].get("prompt", "")
+    last = current["action"].rsplit("\n", 1)[-1]
+    if prompt == "...":
+        plausible = opened_at.startswith((">>>", "..."))
+    elif prompt == "->":
+        plausible = not last.rstrip().endswith(";")
+    else:
+        plausible = (
+            bool(_SHELL_UNFINISHED.search(last)) or last.count("'") % 2 == 1 or last.count('"') % 2 == 1
+        )
+    return line[len(prompt) + 1 :].rstrip() if plausible else None
 
 
 def split_episodes(turns: list[RawTurn], config: CleanConfig) -> list[list[RawTurn]]:
