@@ -466,6 +466,8 @@ class CleanRun:
             return _WorkerSlot(process, parent_end)
 
         def feed(slot: _WorkerSlot) -> None:
+            if slot.closing:
+                return  # told to stop: files handed back by a dead worker go to its replacement
             while len(slot.assigned) < FILES_IN_FLIGHT and pending:
                 task = pending.pop()
                 slot.assigned.append(task)
