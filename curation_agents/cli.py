@@ -67,15 +67,12 @@ def clean(
     records are skipped and each record is written once.
     """
     from curation_agents.llm_stages import llm_available
-    from curation_agents.redact import PII_CLASSES
+    from curation_agents.redact import parse_pii_classes
 
-    pii_classes = tuple(c.strip() for c in pii.split(",") if c.strip() and c.strip() != "none")
-    unknown = sorted(set(pii_classes) - set(PII_CLASSES))
-    if unknown:
-        raise typer.BadParameter(
-            f"unknown PII class(es) {', '.join(unknown)}; choose from {', '.join(PII_CLASSES)}",
-            param_hint="--redact-pii",
-        )
+    try:
+        pii_classes = parse_pii_classes(pii)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--redact-pii") from exc
 
     config = CleanConfig(
         source_kind=source_kind.value,

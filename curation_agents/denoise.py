@@ -44,7 +44,10 @@ def render_transcript(
     without counting, since it is seen again when it is finished. Keys typed at a no-echo prompt are
     masked, so the secret never enters the transcript.
     """
+    from curation_agents.segment import split_after_no_echo  # segment imports this module
+
     screen = TerminalScreen(width, height, keep_cleared=True)
+    handed: list[str] = []  # a password prompt already handed out while its screen line went on
     pem = PemBlockFilter()
     items: list[TranscriptItem] = []
     last_t = 0.0
@@ -53,8 +56,12 @@ def render_transcript(
         if code == "o":
             screen.feed(data)
         elif code == "i":
-            finished = pem.lines(screen.take_finished(), counts, pii)
-            current = screen.current_line
+            finished = pem.lines(_lines_seen(screen.take_finished(), handed), counts, pii)
+            *before, current = split_after_no_echo(screen.current_line)
+            if before and before != handed:
+                # The password prompt ends here though the screen line goes on: handed out once.
+                handed[:] = before
+                finished.extend(pem.lines(before, counts, pii))
             no_echo = current.rstrip().endswith(":") and NO_ECHO_PROMPT.search(current) is not None
             typed = _TYPED.sub("*", data) if no_echo else redact(data, None, pii)
             items.append(["i", t, typed, pem.peek(current, pii), finished, screen.in_fullscreen])
@@ -63,10 +70,30 @@ def render_transcript(
             if cols.isdigit() and rows.isdigit():
                 screen.width = max(2, min(int(cols), 1000))
                 screen.height = max(2, min(int(rows), 500))
-    finished = pem.lines(screen.take_finished(), counts, pii)
-    current = pem.line(screen.current_line, counts, pii)
+    finished = pem.lines(_lines_seen(screen.take_finished(), handed), counts, pii)
+    *before, current = split_after_no_echo(screen.current_line)
+    if before != handed:
+        finished.extend(pem.lines(before, counts, pii))
+    current = pem.line(current, counts, pii)
     items.append(["end", last_t, "", current, finished, screen.in_fullscreen])
     return items
+
+
+def _lines_seen(lines: list[str], handed: list[str]) -> list[str]:
+    """Finished screen lines, a password prompt and the prompt printed on its line apart (less one
+    handed out already)."""
+    # Only a line with a colon and a prompt's end can hold both; most output lines are passed over here.
+    if not any(": " in ln and ("$ " in ln or "# " in ln or "% " in ln or "> " in ln) for ln in lines):
+        return lines
+    from curation_agents.segment import split_after_no_echo
+
+    out: list[str] = []
+    for line in lines:
+        parts = split_after_no_echo(line)
+        if len(parts) > 1 and parts[:1] == handed:
+            parts, handed[:] = parts[1:], []
+        out.extend(parts)
+    return out
 
 
 def redact_record(

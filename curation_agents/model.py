@@ -41,6 +41,7 @@ class Reason(StrEnum):
     ENV_FAILURE = "env_failure"
     LOW_QUALITY = "low_quality"
     INTERNAL_ERROR = "internal_error"
+    WORKER_DIED = "worker_died"  # the worker process cleaning the file was killed (out of memory, kill -9)
 
 
 class StageFailure(Exception):

@@ -19,7 +19,7 @@ from typing import Any
 from curation_agents.formats import Format, atif, chat, mcp_log, openhands, swe_agent, webarena
 from curation_agents.formats import agentworldbench as awb
 from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, decode_json, open_binary
-from curation_agents.formats.terminal import looks_like_timing
+from curation_agents.formats.terminal import is_input_log, looks_like_timing
 from curation_agents.model import Limits, Reason, StageFailure
 
 SNIFF_BYTES = 64 * 1024
@@ -189,8 +189,8 @@ def iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
 
 def _iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
     fmt, container = sniff(path)
-    if fmt == Format.SCRIPT_TIMING:
-        return  # a companion file: its typescript reads it
+    if fmt == Format.SCRIPT_TIMING or (fmt == Format.TYPESCRIPT and is_input_log(str(path))):
+        return  # a companion file (timing, or keystrokes logged apart): its typescript reads it
     if container == "whole":
         yield RawRecord("file", fmt, {"path": str(path)}, None if fmt != Format.UNKNOWN else _unknown(path))
         return

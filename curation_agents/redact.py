@@ -23,6 +23,7 @@ run in the same pass.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections import Counter
@@ -32,6 +33,17 @@ import re2
 
 PII_CLASSES = ("email", "phone", "ip")
 DEFAULT_PII: frozenset[str] = frozenset({"email", "phone"})
+
+
+def parse_pii_classes(text: str) -> tuple[str, ...]:
+    """The PII classes named in a comma-separated option value ('none' for none); ValueError on others."""
+    classes = tuple(c.strip() for c in text.split(",") if c.strip() and c.strip() != "none")
+    unknown = sorted(set(classes) - set(PII_CLASSES))
+    if unknown:
+        raise ValueError(f"unknown PII class(es) {', '.join(unknown)}; choose from {', '.join(PII_CLASSES)}")
+    return classes
+
+
 MARKER_PREFIX = "[REDACTED:"
 
 # Credential words that end a key or variable name (`DB_PASSWORD`, `aws_secret_access_key`,
@@ -157,6 +169,8 @@ _PATTERNS: list[tuple[str, str]] = [
     ),
 ]
 
+_IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+
 # Personal data, each class on its own so a run switches it on or off and text without its hint skips it.
 _PII_PATTERNS: dict[str, str] = {
     # Anchored at "@"; the local part is found by scanning back (a regex that starts at every letter is
@@ -164,8 +178,12 @@ _PII_PATTERNS: dict[str, str] = {
     "email": r"@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b(?!:[\w~/.\-])(?!\.\w)",
     "phone": r"(?<![\w+./:#=-])(?:\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]\d{2,4}){1,4}"
     r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w./:-])",
-    "ip": r"(?<![\w.:])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w.]|\.\d)"
-    r"|(?<![\w:])(?:[0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}(?![\w:])",
+    # IPv4, then IPv6 in any textual form (RFC 4291/5952): full, compressed with "::", an IPv4 tail
+    # (::ffff:192.0.2.1), a zone id (fe80::1%eth0). The IPv6 branch finds candidates, which
+    # _is_ipv6_address then checks, so times (12:30:45), MACs, C++ `ns::name` and slices stay.
+    "ip": r"(?<![\w.:])" + _IPV4 + r"(?![\w.]|\.\d)"
+    r"|(?<![\w.:%])(?<![\w)\]]\[)(?P<v6>(?:[0-9a-fA-F]{1,4}|(?=::))(?::[0-9a-fA-F]{0,4}){2,7}"
+    r"(?:(?<=:)" + _IPV4 + r")?)(?:%(?:25)?[\w.\-]{1,32})?(?!\w|:[\w:]|\.\d)",
 }
 
 
@@ -216,7 +234,7 @@ _PII_HINT: dict[str, tuple[re.Pattern[str], ...]] = {
         re.compile(r"-\d{3}[\-.]\d{4}"),
         re.compile(r"\.\d{3}[\-.]\d{4}"),
     ),
-    "ip": (re.compile(r"\.\d{1,3}\.\d"), re.compile(r":[0-9a-fA-F]{1,4}:")),
+    "ip": (re.compile(r"\.\d{1,3}\.\d"), re.compile(r":[0-9a-fA-F]{0,4}:")),
 }
 
 
@@ -353,10 +371,35 @@ def _pii_spans(text: str, kind: str) -> list[Replacement]:
             start = start - len(part)
         elif kind == "phone" and not 9 <= sum(c.isdigit() for c in m.group(0)) <= 15:
             continue
-        elif kind == "ip" and m.group(0).startswith(("127.", "0.", "255.")):
+        elif kind == "ip" and (
+            m.group(0).startswith(("127.", "0.", "255."))
+            if m.group("v6") is None
+            else not _is_ipv6_address(m.group("v6"))
+        ):
             continue
         spans.append((start, end, kind))
     return spans
+
+
+def _is_ipv6_address(text: str) -> bool:
+    """Whether TEXT is an IPv6 address that names a host, as written in logs (not code that looks like one).
+
+    Loopback and unspecified (::1, ::) are not personal, as 127.x is not. Refused as look-alikes:
+    mixed-case groups (`Add::Bad` in C++), compressed forms whose groups are all one or two digits
+    (`1::2`, a slice), and full forms of two-digit groups only (EUI-64 / MAC-style hardware ids).
+    """
+    try:
+        address = ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    if address.is_loopback or address.is_unspecified:
+        return False
+    groups = [g for g in text.split(":") if g]
+    if any(g != g.lower() and g != g.upper() for g in groups):
+        return False
+    if "::" in text:
+        return any(len(g) >= 3 for g in groups)
+    return not all(len(g) == 2 for g in groups)
 
 
 def _apply(text: str, spans: list[Replacement], counts: Counter[str] | None) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing as mp
+import multiprocessing.connection
 import os
-import queue
+import signal
 import sqlite3
 import time
 from collections import Counter
@@ -27,8 +28,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
+from curation_agents.formats import Format
 from curation_agents.graph import build_graph
-from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, RecordRef, as_trajectory
+from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, Reason, RecordRef, as_trajectory
 from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
 from curation_agents.redact import json_text_is_clean, redact, redact_json
 from schemas import ShardWriter, Trajectory
@@ -77,6 +79,7 @@ class RunStats:
     resumed: int = 0
     processed: int = 0
     files: int = 0
+    worker_deaths: int = 0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -202,51 +205,73 @@ def _records(
 
 # -- worker processes -------------------------------------------------------------------------------
 
-
-def _put(result_q: Any, item: Any, parent: int) -> None:
-    """Hand a batch to the writer; exit quietly if the parent was killed (no orphan keeps working)."""
-    while True:
-        try:
-            result_q.put(item, timeout=1)
-            return
-        except queue.Full:
-            if os.getppid() != parent:
-                os._exit(1)
+# Files handed to a worker ahead of the one it cleans, so it never waits for the writer to send more.
+FILES_IN_FLIGHT = 2
+# The locator of the quarantine row of a file whose worker died: the file, not one of its records.
+WORKER_DIED_LOCATOR = "worker-died"
 
 
 def _worker(
-    task_q: Any,
-    result_q: Any,
+    conn: Any,
     config: CleanConfig,
     done: set[str],
     checkpoint: str | None,
     use_llm: bool,
-    parent: int,
     budget: Any = None,
 ) -> None:
+    """Clean the files the parent sends over CONN, in order, and send back batches of results.
+
+    Each worker has a pipe of its own, so a worker killed mid-write (OOM killer, kill -9) damages only
+    its own channel and holds no lock the others need. A closed pipe means the parent is gone: exit.
+    """
     curator = _make_curator(budget) if use_llm else None
     runner = GraphRunner(config, Path(checkpoint) if checkpoint else None, curator)
     batch: list[Any] = []
-    while True:
-        task = task_q.get()
-        if task is None:
-            break
-        path, dataset_path = task
-        for raw, ref in _records([], config, [(Path(path), dataset_path)]):
-            if ref["key"] in done:
-                batch.append(("resumed", ref["key"]))
-            else:
-                batch.append(("outcome", runner.run(raw, ref)))
-            if len(batch) >= 16:
-                _put(result_q, batch, parent)
-                batch = []
-        batch.append(("file_done", path))
-        _put(result_q, batch, parent)
-        batch = []
-    if curator is not None:
-        _put(result_q, [("llm_report", curator.report())], parent)
-    _put(result_q, None, parent)
-    runner.close()
+    try:
+        while True:
+            task = conn.recv()
+            if task is None:
+                break
+            path, dataset_path = task
+            for raw, ref in _records([], config, [(Path(path), dataset_path)]):
+                if ref["key"] in done:
+                    batch.append(("resumed", ref["key"]))
+                else:
+                    batch.append(("outcome", runner.run(raw, ref)))
+                if len(batch) >= 16:
+                    conn.send(batch)
+                    batch = []
+            batch.append(("file_done", path))
+            conn.send(batch)
+            batch = []
+        if curator is not None:
+            conn.send([("llm_report", curator.report())])
+        conn.send(None)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        os._exit(1)  # the parent was killed: no orphan keeps working
+    finally:
+        runner.close()
+
+
+@dataclass
+class _WorkerSlot:
+    """A worker process, its pipe, and the files sent to it that it has not finished (oldest first)."""
+
+    process: Any
+    conn: Any
+    assigned: list[tuple[str, str]] = field(default_factory=list)
+    closing: bool = False
+    heard_from: bool = False  # it sent something: it started
+
+
+def _death_cause(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"killed by {name}" + (" (the OOM killer or kill -9)" if name == "SIGKILL" else "")
+    return f"exited with status {exitcode}"
 
 
 def _make_curator(budget: Any = None) -> Any:
@@ -372,6 +397,7 @@ class CleanRun:
         self._open_writers()
         files = list(discover(self.paths))
         self.total_files = len(files)
+        files = self._skip_files_whose_worker_died(files, done)
         try:
             if self.workers == 1:
                 self._run_inline(files, done)
@@ -426,69 +452,157 @@ class CleanRun:
                 self.llm_reports.append(curator.report())
 
     def _run_parallel(self, files: list[tuple[Path, str]], done: set[str]) -> None:
+        """Spread FILES over worker processes; a worker that dies costs its file, never the run.
+
+        The file a dead worker was cleaning is quarantined as `worker_died` (what it finished before
+        is kept), the files sent ahead to it go to the next worker, and a new worker takes its place.
+        """
         ctx = mp.get_context("spawn")
-        task_q = ctx.Queue()
-        result_q = ctx.Queue(maxsize=self.workers * 4)  # bounded: workers wait while the writer catches up
-        for path, dataset_path in files:
-            task_q.put((str(path), dataset_path))
-        for _ in range(self.workers):
-            task_q.put(None)
+        pending = [(str(path), dataset_path) for path, dataset_path in files]
+        pending.reverse()  # popped from the end: files go out in order
         checkpoint = str(self.out / CHECKPOINT_DB) if self.checkpoint else None
         if checkpoint is not None:
             # Create the tables and switch to WAL once, before the workers open the file: two workers
             # doing it at the same moment fail with "database is locked" (the journal-mode switch
             # needs the file to itself).
             prepare_checkpoints(Path(checkpoint))
-        procs = [
-            ctx.Process(
+
+        def start() -> _WorkerSlot:
+            parent_end, child_end = ctx.Pipe()
+            process = ctx.Process(
                 target=_worker,
-                args=(
-                    task_q,
-                    result_q,
-                    self.config,
-                    done,
-                    checkpoint,
-                    self.use_llm,
-                    os.getpid(),
-                    self.budget,
-                ),
+                args=(child_end, self.config, done, checkpoint, self.use_llm, self.budget),
                 daemon=True,
             )
-            for _ in range(self.workers)
-        ]
-        for p in procs:
-            p.start()
-        running = len(procs)
+            process.start()
+            child_end.close()  # the parent keeps only its end: a dead worker's pipe reads as closed
+            return _WorkerSlot(process, parent_end)
+
+        def feed(slot: _WorkerSlot) -> None:
+            if slot.closing:
+                return  # told to stop: files handed back by a dead worker go to its replacement
+            while len(slot.assigned) < FILES_IN_FLIGHT and pending:
+                task = pending.pop()
+                slot.assigned.append(task)
+                slot.conn.send(task)
+            if not pending and not slot.closing:
+                slot.conn.send(None)
+                slot.closing = True
+
+        slots = [start() for _ in range(min(self.workers, max(1, len(pending))))]
         try:
-            while running:
-                try:
-                    batch = result_q.get(timeout=5)
-                except queue.Empty:
-                    if not any(p.is_alive() for p in procs):
-                        raise RuntimeError(
-                            "clean workers exited without finishing; see their error above"
-                        ) from None
-                    continue
-                if batch is None:
-                    running -= 1
-                    continue
-                for kind, item in batch:
-                    if kind == "resumed":
-                        self._count(item, True)
-                    elif kind == "llm_report":
-                        self.llm_reports.append(item)
+            for slot in slots:
+                feed(slot)
+            while slots:
+                waitables = [s.conn for s in slots] + [s.process.sentinel for s in slots]
+                for ready in mp.connection.wait(waitables, timeout=5):
+                    owner = next((s for s in slots if ready in (s.conn, s.process.sentinel)), None)
+                    if owner is None:
+                        continue  # its pipe and its end were both ready: handled already
+                    finished = self._receive(owner, feed, drain=ready is not owner.conn)
+                    if finished is None:
                         continue
-                    elif kind == "outcome":
-                        self._count(item.record["key"], False)
-                        self._write(item)
-                        if self.pending >= self.flush_every:
-                            self._flush(None)
-                    else:
-                        self.stats.files += 1
-                    self._progress(force=kind == "file_done")
+                    slots.remove(owner)
+                    owner.conn.close()
+                    owner.process.join(timeout=10)
+                    if finished:
+                        continue
+                    code = owner.process.exitcode
+                    if not owner.heard_from and code is not None and code > 0:
+                        # Not killed: it failed before cleaning anything (its error is above), and
+                        # so would every worker started in its place.
+                        raise RuntimeError(f"a clean worker exited with status {code} before it started")
+                    self._worker_died(owner, pending)
+                    if pending:
+                        replacement = start()
+                        slots.append(replacement)
+                        feed(replacement)
         finally:
-            for p in procs:
-                p.join(timeout=10)
+            for slot in slots:  # left only when the run stops early: a closed pipe stops each worker
+                slot.conn.close()
+            for slot in slots:
+                slot.process.join(timeout=10)
+
+    def _receive(self, slot: _WorkerSlot, feed: Callable[[_WorkerSlot], None], drain: bool) -> bool | None:
+        """Read what SLOT's worker sent: True once it finished, False if it died, None while it works.
+
+        DRAIN (its process ended) reads everything left in the pipe before deciding.
+        """
+        while True:
+            try:
+                if drain and not slot.conn.poll():
+                    return False  # ended without saying it finished
+                batch = slot.conn.recv()
+            except (EOFError, OSError):
+                return False  # its pipe closed mid-message or without the end mark: it died
+            slot.heard_from = True
+            if batch is None:
+                return True
+            for kind, item in batch:
+                if kind == "resumed":
+                    self._count(item, True)
+                elif kind == "llm_report":
+                    self.llm_reports.append(item)
+                    continue
+                elif kind == "outcome":
+                    self._count(item.record["key"], False)
+                    self._write(item)
+                    if self.pending >= self.flush_every:
+                        self._flush(None)
+                else:
+                    self.stats.files += 1
+                    slot.assigned.pop(0)
+                    try:
+                        feed(slot)
+                    except (BrokenPipeError, OSError):
+                        pass  # it died since: its sentinel tells, and its files are handed on then
+                self._progress(force=kind == "file_done")
+            if not drain:
+                return None
+
+    def _worker_died(self, slot: _WorkerSlot, pending: list[tuple[str, str]]) -> None:
+        """Quarantine the file a dead worker was cleaning; hand the files sent ahead to it to others."""
+        self.stats.worker_deaths += 1
+        if not slot.assigned:
+            return
+        (path, dataset_path), *ahead = slot.assigned
+        pending.extend(reversed(ahead))
+        key = f"{dataset_path}#{WORKER_DIED_LOCATOR}"
+        ref: RecordRef = {
+            "key": key,
+            "source_path": path,
+            "dataset_path": dataset_path,
+            "locator": WORKER_DIED_LOCATOR,
+            "format": Format.UNKNOWN.value,
+        }
+        detail = (
+            f"{Path(path).name}: the worker process cleaning it {_death_cause(slot.process.exitcode)}; "
+            "records it finished before are kept, the rest of the file is not read again on resume"
+        )
+        quarantine = {
+            "stage": "worker",
+            "reason": Reason.WORKER_DIED.value,
+            "detail": detail,
+            "episode": None,
+        }
+        self._count(key, False)
+        self._write(Outcome(ref, [], [quarantine]))
+        self.stats.files += 1
+        self._progress(force=True)
+
+    def _skip_files_whose_worker_died(
+        self, files: list[tuple[Path, str]], done: set[str]
+    ) -> list[tuple[Path, str]]:
+        """Files an earlier run quarantined as `worker_died` are not read again (they would kill again):
+        their published records count as resumed."""
+        died = {dp for _, dp in files if f"{dp}#{WORKER_DIED_LOCATOR}" in done}
+        if not died:
+            return files
+        for key in sorted(done):
+            if key.rsplit("#", 1)[0] in died:
+                self._count(key, True)
+        self.stats.files += len(died)
+        return [(path, dp) for path, dp in files if dp not in died]
 
     # summary ------------------------------------------------------------------------------------
     def _llm_usage(self) -> dict[str, Any]:
@@ -540,6 +654,7 @@ class CleanRun:
             "resumed_records": self.stats.resumed,
             "processed_records": self.stats.processed,
             "files": self.stats.files,
+            "worker_deaths": self.stats.worker_deaths,
             "source_kind": self.config.source_kind,
             "source_name": self.config.source_name,
             "licence": self.config.licence,

@@ -32,6 +32,28 @@ SESSION_END = re.compile(r"^(?:exit|logout|\^D)(?:\s+\d+)?$")
 _INPUT_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?")
 
 
+# The start of a no-echo prompt up to its colon: what follows on the same line was not typed there.
+_NO_ECHO_LEAD = re.compile(NO_ECHO_PROMPT.pattern.removesuffix(r"\s*$"))
+
+
+def split_after_no_echo(line: str) -> list[str]:
+    """LINE as the lines a person saw: a no-echo prompt, then the next prompt where that starts on it.
+
+    After a no-echo read (`read -s`, sudo, ssh) the Enter is not echoed, so the next prompt is printed
+    on the password prompt's line (`Password: dev@box:~$ ls`). Read as one line, the prompt and
+    command would pass for the typed password; split, the password prompt keeps nothing after it.
+    """
+    if ": " not in line or not ("$ " in line or "# " in line or "% " in line or "> " in line):
+        return [line]
+    lead = _NO_ECHO_LEAD.search(line)
+    if lead is None:
+        return [line]
+    rest = line[lead.end() :].lstrip(" ")
+    if not rest or PROMPT.match(rest) is None:
+        return [line]
+    return [line[: lead.end()], rest]
+
+
 # Readline's incremental search replaces the prompt while it runs: (reverse-i-search)`query': command
 SEARCH_PROMPT = re.compile(r"^\((?:failed )?(?:reverse-|bck-)?i-search\)`[^'\n]*': ")
 
@@ -169,7 +191,9 @@ class _Session:
             self.ahead.append(turn)
             self.ahead_raw.append(raw)
             return
-        self.echo_of, self.echoes_skipped = command, 0
+        # At a no-echo prompt nothing typed is shown: the line to pass over is the prompt alone.
+        secret = self.prompt is not None and PASSWORD_PROMPT.search(self.prompt) is not None
+        self.echo_of, self.echoes_skipped = (self.prompt.strip() if secret and self.prompt else command), 0
         self.open = turn
         self.open_lines = []
         self.open_t = t
@@ -322,25 +346,40 @@ def segment_transcript(
 
 
 def segment_output_only(lines: list[str]) -> list[RawTurn]:
-    """Split rendered output at prompt lines (recordings made without input capture)."""
+    """Split rendered output at prompt lines (recordings made without input capture).
+
+    A line at a continuation prompt (`... `, `> `) right after a command that printed nothing yet is
+    more of that command (a REPL block, a shell line ending in a backslash): it joins the action with
+    its indentation kept.
+    """
     pattern = PROMPT if any(PROMPT.match(line) for line in lines) else LOOSE_PROMPT
     turns: list[RawTurn] = []
     current: RawTurn | None = None
     body: list[str] = []
     for line in lines:
         m = pattern.match(line)
-        if (
-            m
-            and current is not None
-            and line[m.end() :].strip()
-            and line[m.end() :].strip() in current["action"]
-        ):
+        if m and current is not None and line[m.end() :].strip() and line.strip() in current["action"]:
             m = None  # the command printed this prompt-like line itself (echo, printf, cat of a log)
+        continued = _continuation(line, current) if current is not None and not body else None
+        if continued is not None and current is not None:
+            if continued.strip():
+                current["action"] += "\n" + continued
+            else:
+                body.append(line.rstrip())  # the empty line that ends a REPL block
+            continue
+        if m and line[: m.end()].strip() in CONTINUATION_PROMPTS:
+            m = None  # a continuation prompt never starts a command: where none can go on, it is output
         if m:
             command = HARNESS_SUFFIX.sub("", line[m.end() :]).rstrip()
             if command.endswith("^C"):
                 command = ""  # a line abandoned with Ctrl-C never ran
             if current is not None:
+                for edge in (-1, 0):
+                    if command.strip() and body and body[edge].strip() == command.strip():
+                        # The tty's echo of this line, typed ahead while the last command still ran:
+                        # before that command printed anything, or after it finished.
+                        body.pop(edge)
+                        break
                 body.append(line[: m.end()])
                 current["observation"] = "\n".join(body)
                 turns.append(current)
@@ -364,6 +403,35 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
     if turns and SESSION_END.match(turns[-1]["action"].strip()):
         turns.pop()
     return turns
+
+
+# How a shell line asks for more: a trailing backslash, pipe or operator, an opened block or quote.
+_SHELL_UNFINISHED = re.compile(r"(?:\\|\||&&|\|\||\{|\(|\bdo|\bthen|\belse)\s*$")
+
+
+def _continuation(line: str, current: RawTurn) -> str | None:
+    """What follows a continuation prompt at the start of LINE (indentation kept), or None.
+
+    Only where the open command can go on: `... ` in a Python REPL, `-> ` after a SQL statement without
+    its `;`, `> ` after a shell line left unfinished. Output that merely starts with `> ` (a quoted
+    mail, Markdown) stays output.
+    """
+    for prompt in CONTINUATION_PROMPTS:
+        if line.startswith(prompt + " ") or line.rstrip() == prompt:
+            break
+    else:
+        return None
+    opened_at = current["metadata"].get("prompt", "")
+    last = current["action"].rsplit("\n", 1)[-1]
+    if prompt == "...":
+        plausible = opened_at.startswith((">>>", "..."))
+    elif prompt == "->":
+        plausible = not last.rstrip().endswith(";")
+    else:
+        plausible = (
+            bool(_SHELL_UNFINISHED.search(last)) or last.count("'") % 2 == 1 or last.count('"') % 2 == 1
+        )
+    return line[len(prompt) + 1 :].rstrip() if plausible else None
 
 
 def split_episodes(turns: list[RawTurn], config: CleanConfig) -> list[list[RawTurn]]:

@@ -12,7 +12,8 @@ listed with FileSystems.match, read by copying each file (and a `script` timing 
 local temporary folder, and written through FileSystems; paths are never handled as local paths
 unless they are. The summary is a combine over per-record outcomes, so no worker holds them all.
 
-    python -m pipelines.clean_beam PATH... --out DIR [--source-name N] [Beam pipeline options]
+    python -m pipelines.clean_beam PATH... --out DIR [--source-name N] [--redact-pii email,phone,ip|none]
+        [Beam pipeline options]
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from curation_agents.formats.terminal import timing_header
 from curation_agents.model import CleanConfig
 from curation_agents.reader import discover, iter_records, root_labels
-from curation_agents.redact import redact
+from curation_agents.redact import parse_pii_classes, redact
 from curation_agents.runner import (
     QUARANTINE_DIR,
     QUARANTINE_PARTS,
@@ -92,18 +94,26 @@ def _local_copy(url: str, folder: str) -> str:
     stem = url.rsplit(".", 1)[0] if "." in base else url
     companions += [stem + suffix for suffix in TIMING_SUFFIXES]
     companions.append(url.rsplit("/", 1)[0] + "/timing")
-    for source, target in [
-        (url, local),
-        *[(c, os.path.join(folder, c.rsplit("/", 1)[-1])) for c in companions],
-    ]:
-        if source != url and not FileSystems.exists(source):
+    _copy(url, local)
+    for companion in companions:
+        target = os.path.join(folder, companion.rsplit("/", 1)[-1])
+        if not FileSystems.exists(companion) or os.path.exists(target):
             continue
-        with (
-            FileSystems.open(source, compression_type=CompressionTypes.UNCOMPRESSED) as src,
-            open(target, "wb") as dst,
-        ):
-            shutil.copyfileobj(src, dst, 1 << 20)
+        _copy(companion, target)
+        # `script -I`: the keystrokes are in a log of their own that the timing log names.
+        keys = timing_header(target).get("INPUT_LOG", "").rsplit("/", 1)[-1]
+        keys_url = url.rsplit("/", 1)[0] + "/" + keys
+        if keys and not os.path.exists(os.path.join(folder, keys)) and FileSystems.exists(keys_url):
+            _copy(keys_url, os.path.join(folder, keys))
     return local
+
+
+def _copy(source: str, target: str) -> None:
+    with (
+        FileSystems.open(source, compression_type=CompressionTypes.UNCOMPRESSED) as src,
+        open(target, "wb") as dst,
+    ):
+        shutil.copyfileobj(src, dst, 1 << 20)
 
 
 class CleanFileFn(beam.DoFn):
@@ -147,7 +157,7 @@ class CleanFileFn(beam.DoFn):
                         "format": ref["format"],
                         "stage": q["stage"],
                         "reason": q["reason"],
-                        "detail": redact(q["detail"]),
+                        "detail": redact(q["detail"], None, frozenset(self.config.pii)),
                         "episode": q.get("episode"),
                         "record_outcome": verdict,
                     },
@@ -238,8 +248,18 @@ def run(argv: list[str] | None = None) -> None:
     parser.add_argument("--source-kind", default="public", choices=["public", "inhouse"])
     parser.add_argument("--source-name", default="public-traces")
     parser.add_argument("--licence", default=None)
+    parser.add_argument(
+        "--redact-pii",
+        dest="pii",
+        default="email,phone",
+        type=_pii_option,
+        help="Personal-data classes to redact besides secrets: any of email, phone, ip (comma-separated; "
+        "'none' for none). As `worldline clean --redact-pii`.",
+    )
     args, beam_args = parser.parse_known_args(argv)
-    config = CleanConfig(source_kind=args.source_kind, source_name=args.source_name, licence=args.licence)
+    config = CleanConfig(
+        source_kind=args.source_kind, source_name=args.source_name, licence=args.licence, pii=args.pii
+    )
     options = PipelineOptions(beam_args)
     with beam.Pipeline(runner=runner_for(options), options=options) as pipeline:
         build(pipeline, args.paths, args.out, config)
@@ -247,6 +267,13 @@ def run(argv: list[str] | None = None) -> None:
         FileSystems.join(args.out, "summary.json"), compression_type=CompressionTypes.UNCOMPRESSED
     ) as fh:
         print(json.dumps(json.loads(fh.read()), indent=2))
+
+
+def _pii_option(text: str) -> tuple[str, ...]:
+    try:
+        return parse_pii_classes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 if __name__ == "__main__":

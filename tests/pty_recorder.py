@@ -51,6 +51,8 @@ def record(
     home.mkdir(exist_ok=True)
     pid, fd = pty.fork()
     if pid == 0:  # the child: the program under test
+        # The size is set before the program starts: one that reads it once at startup (script) sees it.
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
         os.chdir(out.parent)
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm-256color", "HOME": str(home)}
         os.execvpe(argv[0], argv, {**base, "PS1": "dev@box:~$ ", "LANG": "C.UTF-8", **(env or {})})

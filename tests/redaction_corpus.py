@@ -28,6 +28,8 @@ class Sample:
     secrets: list[tuple[str, str]] = field(default_factory=list)  # (class, secret value)
     lookalikes: list[str] = field(default_factory=list)
     is_json: bool = False
+    # The PII classes the sample is cleaned with (`--redact-pii`); secrets are redacted regardless.
+    pii: frozenset[str] = frozenset({"email", "phone"})
 
 
 def _rand(rng: random.Random, alphabet: str, n: int) -> str:
@@ -371,7 +373,86 @@ def build_corpus(seed: int = 0) -> list[Sample]:
             is_json=True,
         )
     )
+    out += _ip_samples(rng, prompt)
     return out
+
+
+def _ipv6(rng: random.Random, compressed: bool) -> str:
+    """A global unicast address (documentation prefix 2001:db8::/32), written full or compressed."""
+    groups = ["2001", "db8", *(f"{rng.getrandbits(16):x}" for _ in range(2)), "0", "0"]
+    groups += [f"{rng.getrandbits(16):x}" for _ in range(2)]
+    if not compressed:
+        return ":".join(g.zfill(4) for g in groups)
+    return ":".join(groups[:4]) + "::" + ":".join(groups[6:])
+
+
+def _ip_samples(rng: random.Random, prompt: str) -> list[Sample]:
+    """Addresses in every textual form, cleaned with `--redact-pii ip`, beside code and ids that look alike."""
+    v4 = f"203.0.113.{rng.randint(1, 254)}"
+    full, short = _ipv6(rng, False), _ipv6(rng, True)
+    mapped = f"::ffff:198.51.100.{rng.randint(1, 254)}"
+    nat64 = f"64:ff9b::192.0.2.{rng.randint(1, 254)}"
+    link = f"fe80::{rng.getrandbits(12) | 0x200:x}:{rng.getrandbits(16):x}:fe{rng.getrandbits(8):02x}:{rng.getrandbits(16):x}"
+    zoned = f"fe80::{rng.getrandbits(16) | 0x1000:x}%eth0"
+    bracketed = _ipv6(rng, True).upper()
+    mac = ":".join(f"{rng.getrandbits(8):02x}" for _ in range(6))
+    when = f"{rng.randint(10, 23)}:{rng.randint(10, 59)}:{rng.randint(10, 59)}"
+    sha = hashlib.sha1(rng.randbytes(8)).hexdigest()
+    ip_pii = frozenset({"email", "phone", "ip"})
+    return [
+        Sample(
+            "ip addresses in a session",
+            f"{prompt}ip addr show eth0\r\n2: eth0: <BROADCAST,MULTICAST,UP> mtu 1500\r\n"
+            f"    link/ether {mac} brd ff:ff:ff:ff:ff:ff\r\n    inet {v4}/24 brd 203.0.113.255 scope global\r\n"
+            f"    inet6 {short}/64 scope global dynamic\r\n    inet6 {link}/64 scope link\r\n"
+            f"    inet6 ::1/128 scope host\r\n{prompt}ping6 -c1 {zoned}\r\n"
+            f"{prompt}ss -tn\r\nESTAB 0 0 [{mapped}]:443 [{nat64}]:51234\r\n"
+            f"{prompt}curl -s http://[{bracketed}]:8080/health\r\nok at {when}\r\n"
+            f"{prompt}grep {full} /var/log/auth.log\r\n",
+            [("ip", a) for a in (v4, short, link, zoned, mapped, nat64, bracketed, full)],
+            [f"link/ether {mac}", "::1/128", when, "ff:ff:ff:ff:ff:ff"],
+            pii=ip_pii,
+        ),
+        Sample(
+            "code and ids that look like ipv6",
+            "#include <vector>\nstd::vector<int> xs; auto it = std::find(xs.begin(), xs.end(), 3);\n"
+            "Add::Bad::Face(); using ns::Cafe;\n"
+            "evens = a[0::2]; rev = b[::-1]; mid = c[10::20]; d = e[::5]\n"
+            f"git checkout {sha}  # at {when}, MAC {mac}\n"
+            "listening on [::]:8080 and [::1]:9090\n",
+            [],
+            [
+                "std::vector<int>",
+                "std::find(xs.begin(), xs.end(), 3)",
+                "Add::Bad::Face()",
+                "ns::Cafe",
+                "a[0::2]",
+                "b[::-1]",
+                "c[10::20]",
+                "e[::5]",
+                sha,
+                when,
+                mac,
+                "[::]:8080",
+                "[::1]:9090",
+            ],
+            pii=ip_pii,
+        ),
+        Sample(
+            "ip addresses in tool arguments",
+            json.dumps(
+                {
+                    "name": "bash",
+                    "arguments": {"command": f"ssh -6 ops@{short} 'nc -zv {v4} 22' && ping -c1 {zoned}"},
+                    "output": f"Connection to {v4} 22 port [tcp/ssh] succeeded! ({when})",
+                }
+            ),
+            [("ip", short), ("ip", v4), ("ip", zoned)],
+            [when, "[tcp/ssh]"],
+            is_json=True,
+            pii=ip_pii,
+        ),
+    ]
 
 
 def all_lookalikes(samples: list[Sample]) -> list[tuple[str, str]]:

@@ -39,7 +39,7 @@ SEEDS = range(6)
 def test_every_planted_secret_is_removed_and_no_lookalike_is_touched(seed: int) -> None:
     for sample in build_corpus(seed):
         counts: Counter[str] = Counter()
-        out = redact_text_or_json(sample.text, counts)
+        out = redact_text_or_json(sample.text, counts, sample.pii)
         for kind, secret in sample.secrets:
             assert secret not in out, f"{sample.name}: {kind} survived"
         for lookalike in sample.lookalikes:
@@ -53,9 +53,9 @@ def test_text_redaction_of_json_keeps_it_json_and_removes_the_secrets(seed: int)
     for sample in build_corpus(seed):
         if not sample.is_json:
             continue
-        out = redact(sample.text)
+        out = redact(sample.text, None, sample.pii)
         json.loads(out)  # plain text substitution never crosses a string boundary
-        structured = json.dumps(redact_json(json.loads(sample.text)))
+        structured = json.dumps(redact_json(json.loads(sample.text), None, sample.pii))
         for _, secret in sample.secrets:
             assert secret not in structured
 
@@ -63,9 +63,9 @@ def test_text_redaction_of_json_keeps_it_json_and_removes_the_secrets(seed: int)
 def test_each_secret_is_counted_once_and_redaction_is_idempotent() -> None:
     for sample in build_corpus(7):
         counts: Counter[str] = Counter()
-        once = redact_text_or_json(sample.text, counts)
+        once = redact_text_or_json(sample.text, counts, sample.pii)
         again: Counter[str] = Counter()
-        assert redact_text_or_json(once, again) == once
+        assert redact_text_or_json(once, again, sample.pii) == once
         assert not again, f"{sample.name}: markers matched again: {again}"
         assert sum(counts.values()) <= len(sample.secrets) + 1, (sample.name, counts)
 
@@ -207,7 +207,7 @@ def test_no_secret_reaches_shards_quarantine_summary_checkpoint_or_llm(
         lambda budget=None: LLMCurator(SyncLLMClient(fake_llm.config(cache_path=None))),
     )
     out = tmp_path / "out"
-    config = CleanConfig(use_llm=True, unsure_band=1.0)
+    config = CleanConfig(use_llm=True, unsure_band=1.0, pii=PII_CLASSES)
     summary = CleanRun([str(tmp_path / "in")], out, config, checkpoint="always", flush_every=1000).run()
     assert summary["accepted"] > 0 and fake_llm.requests
     blobs: list[str] = [json.dumps(r.body) for r in fake_llm.requests]
@@ -280,6 +280,10 @@ _PII_FRAGMENTS = [
     "555",
     "0132",
     "10.0.0.1",
+    "::",
+    "fe80",
+    "%eth0",
+    "[",
 ]
 
 

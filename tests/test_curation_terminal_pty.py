@@ -131,3 +131,23 @@ def test_invalid_utf8_is_decoded_with_replacement(tmp_path: Path) -> None:
     cast.write_bytes(b"\n".join(lines) + b"\n")
     turns = _turns(cast)
     assert turns[0]["observation"].startswith("bad \ufffd\ufffd bytes")
+
+
+def test_output_only_repl_blocks_keep_their_indentation(tmp_path: Path) -> None:
+    keys = ["python3 -q\r", "def f(x):\r", "    return x * 2\r", "\r", "print(f(21))\r", "exit()\r"]
+    turns = _turns(record(BASH, keys, tmp_path / "repl-out.cast", with_input=False))
+    assert [t["action"] for t in turns] == [
+        "python3 -q",
+        "def f(x):\n    return x * 2",
+        "print(f(21))",
+        "exit()",
+    ]
+    assert turns[2]["observation"].startswith("42")
+
+
+def test_output_only_password_prompt_keeps_the_next_prompt_and_command(tmp_path: Path) -> None:
+    keys = ["read -s -p 'Password: ' pw\r", "Sup3rSecretValue\r", "echo ${#pw}\r"]
+    turns = _turns(record(BASH, keys, tmp_path / "secret-out.cast", with_input=False))
+    assert "Sup3rSecretValue" not in json.dumps(turns)
+    assert [t["action"] for t in turns] == ["read -s -p 'Password: ' pw", "echo ${#pw}"]
+    assert turns[1]["observation"].startswith("16") and "REDACTED" not in json.dumps(turns)

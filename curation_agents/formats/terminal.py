@@ -162,24 +162,70 @@ def looks_like_timing(head: bytes) -> bool:
     return bool(lines) and all(_TIMING_CLASSIC.match(ln) or _TIMING_ADVANCED.match(ln) for ln in lines)
 
 
-def parse_typescript(path: str, limits: Limits) -> ParsedRecord:
-    """A `script` log: output only, or output and input when the timing file marks I/O chunks."""
-    with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
-        data = fh.read(limits.max_record_bytes + 1)
-    if len(data) > limits.max_record_bytes:
-        raise StageFailure(Reason.TOO_LARGE, f"typescript exceeds {limits.max_record_bytes} bytes")
+def timing_header(timing_path: str) -> dict[str, str]:
+    """The `H NAME value` lines an advanced-format timing log opens with (OUTPUT_LOG, INPUT_LOG, ...)."""
+    header: dict[str, str] = {}
+    with open_binary(timing_path) as fh:
+        for raw in fh:
+            if not raw.startswith(b"H "):
+                if raw.strip():
+                    break  # the header comes first; the rest is the log itself
+                continue
+            fields = raw.rstrip(b"\r\n").split(b" ", 3)
+            if len(fields) == 4:
+                header[fields[2].decode("utf-8", "replace")] = fields[3].decode("utf-8", "replace")
+    return header
+
+
+def is_input_log(path: str) -> bool:
+    """Whether PATH is the keystroke log of `script -I FILE -O OTHER`: a companion of OTHER, not a record.
+
+    Its timing log names it INPUT_LOG and a different file OUTPUT_LOG; its typescript reads it.
+    """
+    timing_path = timing_companion(path)
+    if timing_path is None:
+        return False
+    header = timing_header(timing_path)
+    name = os.path.basename(path)
+    return (
+        os.path.basename(header.get("INPUT_LOG", ""))
+        == name
+        != os.path.basename(header.get("OUTPUT_LOG", name))
+    )
+
+
+def _script_body(data: bytes, what: str) -> tuple[re.Match[bytes], bytes]:
+    """The header match and the bytes between `Script started on` and `Script done on`."""
     first_nl = data.find(b"\n")
     header = _SCRIPT_HEADER.match(data[: first_nl if first_nl >= 0 else len(data)].rstrip(b"\r"))
     if header is None:
-        raise StageFailure(Reason.PARSE_ERROR, "typescript does not start with 'Script started on'")
-    attrs = dict(_ATTR.findall((header.group("attrs") or b"").decode("utf-8", "replace")))
+        raise StageFailure(Reason.PARSE_ERROR, f"{what} does not start with 'Script started on'")
     body_start = first_nl + 1 if first_nl >= 0 else len(data)
     footer = _SCRIPT_FOOTER.search(data, body_start)
-    body = data[body_start : footer.start() if footer else len(data)]
+    return header, data[body_start : footer.start() if footer else len(data)]
+
+
+def _read_log(path: str, limits: Limits, what: str) -> bytes:
+    with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
+        data: bytes = fh.read(limits.max_record_bytes + 1)
+    if len(data) > limits.max_record_bytes:
+        raise StageFailure(Reason.TOO_LARGE, f"{what} exceeds {limits.max_record_bytes} bytes")
+    return data
+
+
+def parse_typescript(path: str, limits: Limits) -> ParsedRecord:
+    """A `script` log: output only, or output and input when the timing file marks I/O chunks.
+
+    Input comes from the typescript itself (`script -B`) or from the separate keystroke log the
+    timing file names as INPUT_LOG (`script -I keys.log -O out.log -T timing`).
+    """
+    header, body = _script_body(_read_log(path, limits, "typescript"), "typescript")
+    attrs = dict(_ATTR.findall((header.group("attrs") or b"").decode("utf-8", "replace")))
     width = _dim(_int_or_none(attrs.get("COLUMNS")), 80)
     height = _dim(_int_or_none(attrs.get("LINES")), 24)
     timing_path = timing_companion(path)
-    events = _timed_events(body, timing_path, limits) if timing_path else [[0.0, "o", _decode(body)]]
+    keys = _separate_input_log(path, timing_path, limits) if timing_path else None
+    events = _timed_events(body, keys, timing_path, limits) if timing_path else [[0.0, "o", _decode(body)]]
     return {
         "format": Format.TYPESCRIPT,
         "domain": "terminal",
@@ -197,6 +243,25 @@ def parse_typescript(path: str, limits: Limits) -> ParsedRecord:
     }
 
 
+def _separate_input_log(path: str, timing_path: str, limits: Limits) -> bytes | None:
+    """The body of the keystroke log beside typescript PATH, when its timing log names one apart from it.
+
+    `script` records the names as given on its command line; the file is looked up by its base name in
+    the typescript's folder, where the recording's files travel together.
+    """
+    header = timing_header(timing_path)
+    name = os.path.basename(header.get("INPUT_LOG", ""))
+    if not name or name == os.path.basename(header.get("OUTPUT_LOG", "")) or name == os.path.basename(path):
+        return None
+    candidate = os.path.join(os.path.dirname(path), name)
+    if not os.path.isfile(candidate):
+        raise StageFailure(
+            Reason.PARSE_ERROR,
+            f"timing log {os.path.basename(timing_path)} names input log {name}, not found",
+        )
+    return _script_body(_read_log(candidate, limits, "input log"), "input log")[1]
+
+
 def _int_or_none(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() and len(value) < 6 else None
 
@@ -205,14 +270,16 @@ def _decode(chunk: bytes) -> str:
     return chunk.decode("utf-8", "replace")
 
 
-def _timed_events(body: bytes, timing_path: str, limits: Limits) -> list[list[Any]]:
+def _timed_events(body: bytes, keys: bytes | None, timing_path: str, limits: Limits) -> list[list[Any]]:
     """Replay the body through its timing log: classic `delay bytes`, or advanced `O|I delay bytes`.
 
-    The advanced format with input logged to the same file (`script -B`) yields input events too.
+    The advanced format yields input events too: their bytes are in KEYS, the separate input log, when
+    there is one, else in the body between the output chunks (`script -B`).
     """
     events: list[list[Any]] = []
     clock = 0.0
     offset = 0
+    key_offset = 0
     with open_binary(timing_path) as fh:
         for raw in fh:
             line = raw.strip()
@@ -235,8 +302,12 @@ def _timed_events(body: bytes, timing_path: str, limits: Limits) -> list[list[An
                 size = int(rest.split()[0])
             except (ValueError, IndexError):
                 continue
-            chunk = body[offset : offset + size]
-            offset += size
+            if code == "i" and keys is not None:
+                chunk = keys[key_offset : key_offset + size]
+                key_offset += size
+            else:
+                chunk = body[offset : offset + size]
+                offset += size
             if chunk:
                 events.append([round(clock, 6), code, _decode(chunk)])
             if len(events) > limits.max_events:
