@@ -175,7 +175,7 @@ _IPV4 = r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|
 _PII_PATTERNS: dict[str, str] = {
     # Anchored at "@"; the local part is found by scanning back (a regex that starts at every letter is
     # slow). An scp-style remote (git@host:org/repo) is not an email.
-    "email": r"@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b(?!:[\w~/.\-])(?!\.\w)",
+    "email": r"@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b(?!:(?:[\w~/.\-]|\[REDACTED:))(?!\.\w)",
     "phone": r"(?<![\w+./:#=-])(?:\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]\d{2,4}){1,4}"
     r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w./:-])",
     # IPv4, then IPv6 in any textual form (RFC 4291/5952): full, compressed with "::", an IPv4 tail
