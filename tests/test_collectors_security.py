@@ -105,12 +105,15 @@ def test_fork_bomb_is_contained_by_the_pids_limit(
         bomb = env.step(Action(kind=ActionKind.COMMAND, text="bomb() { bomb | bomb & }; bomb"))
         assert bomb.observation.text
         # The bomb keeps forking in the background: sample the count the engine sees until it
-        # reaches the limit (a bounded number of samples, so a bomb that never fills it fails).
+        # presses on the limit (a bounded number of samples, so a bomb that never fills it fails).
+        # Bombs whose forks fail exit while others fork, so the table can settle a few pids short
+        # of the limit on a busy machine: "pressing" is within an eighth of it.
+        full = limit - limit // 8
         counts: list[int] = []
-        while len(counts) < 200 and (not counts or counts[-1] < limit):
+        while len(counts) < 200 and (not counts or counts[-1] < full):
             counts.append(pids_in_use(engine_client, env.sandbox))
         assert max(counts) <= limit, counts  # never beyond the limit...
-        assert counts[-1] == limit, counts  # ...which the bomb did reach
+        assert counts[-1] >= full, counts  # ...which the bomb did press on
     assert len(created) == 1 and still_present(engine_client, created) == []
     # The host is unaffected: a new sandbox starts and works.
     with Sandbox.create(engine_client, engine.BUSYBOX_IMAGE, SandboxLimits()) as sandbox:
