@@ -4,7 +4,8 @@ Generates terminal recordings (typed commands, colours, progress bars) and JSON 
 one run: the baseline (json.loads every line, strip ANSI with a regex) and `worldline clean`'s graph
 over the same files, at 1x and 10x the input size, in one process and with `--workers N`. Each
 measurement runs in a fresh child process so its peak RSS is its own. Prints MB/s, records/s, the
-ratio to the baseline, peak memory, and the memory the imports alone take (a constant).
+ratio to the baseline (wall time, and CPU time, which moves less when other jobs share the machine),
+peak memory, and the memory the imports alone take (a constant).
 
     .venv/bin/python benchmarks/clean_bench.py --mb 30 --factor 10 --workers 2
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -104,7 +106,7 @@ def child_baseline(inputs: Path) -> dict[str, float]:
     import re
 
     ansi = re.compile(ANSI)
-    start, size, records = time.perf_counter(), 0, 0
+    cpu, start, size, records = _cpu_seconds(), time.perf_counter(), 0, 0
     for path in sorted(inputs.iterdir()):
         with open(path, "rb") as fh:
             for line in fh:
@@ -118,7 +120,18 @@ def child_baseline(inputs: Path) -> dict[str, float]:
                         ansi.sub("", msg.get("value", ""))
         if path.suffix == ".cast":
             records += 1
-    return {"seconds": time.perf_counter() - start, "bytes": size, "records": records}
+    return {
+        "seconds": time.perf_counter() - start,
+        "cpu_seconds": _cpu_seconds() - cpu,
+        "bytes": size,
+        "records": records,
+    }
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children: steadier than wall time on a shared machine."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _rss_mb() -> float:
@@ -141,12 +154,13 @@ def child_ours(inputs: Path, out: Path, workers: int) -> dict[str, float]:
     pa.array([0])
     import_rss = _rss_mb()  # modules (pyarrow, pandas, polars, langgraph): a constant, whatever the input
     size = sum(p.stat().st_size for p in inputs.iterdir())
-    start = time.perf_counter()
+    cpu, start = _cpu_seconds(), time.perf_counter()
     summary = CleanRun(
         [str(inputs)], out, CleanConfig(), workers=workers, checkpoint="never", flush_every=2000
     ).run()
     return {
         "seconds": time.perf_counter() - start,
+        "cpu_seconds": _cpu_seconds() - cpu,
         "bytes": size,
         "records": summary["records_in"],
         "accepted": summary["accepted"],
@@ -215,7 +229,7 @@ def main() -> None:
             shutil.rmtree(inputs)
         print(
             f"{'scale':>5} {'MB':>7} {'records':>7} | {'baseline MB/s':>13} {'rec/s':>6} | "
-            f"{'ours':>7} {'MB/s':>6} {'rec/s':>6} {'ours/base':>9} | {'peak RSS base':>13} "
+            f"{'ours':>7} {'MB/s':>6} {'rec/s':>6} {'ours/base':>9} {'(CPU)':>6} | {'peak RSS base':>13} "
             f"{'ours':>7} {'(imports)':>9} {'workers':>7}"
         )
         for scale, workers, base, ours in rows:
@@ -223,7 +237,8 @@ def main() -> None:
             print(
                 f"{scale:>4}x {mb:>7.1f} {ours['records']:>7.0f} | {mb / base['seconds']:>13.1f} "
                 f"{base['records'] / base['seconds']:>6.0f} | {workers:>2} proc {mb / ours['seconds']:>6.2f} "
-                f"{ours['records'] / ours['seconds']:>6.0f} {base['seconds'] / ours['seconds']:>9.3f} | "
+                f"{ours['records'] / ours['seconds']:>6.0f} {base['seconds'] / ours['seconds']:>9.3f} "
+                f"{base['cpu_seconds'] / ours['cpu_seconds']:>6.3f} | "
                 f"{base['peak_rss_mb']:>10.0f} MB {ours['peak_rss_mb']:>4.0f} MB {ours['import_rss_mb']:>6.0f} MB "
                 + (f"{ours['peak_rss_workers_mb']:>4.0f} MB" if workers > 1 else f"{'-':>7}")
             )

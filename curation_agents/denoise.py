@@ -18,7 +18,13 @@ from collections import Counter
 from typing import Any
 
 from curation_agents.model import ParsedRecord
-from curation_agents.redact import DEFAULT_PII, PemBlockFilter, redact, redact_text_or_json
+from curation_agents.redact import (
+    DEFAULT_PII,
+    PemBlockFilter,
+    redact,
+    redact_lines,
+    redact_text_or_json,
+)
 from curation_agents.terminal_screen import TerminalScreen, clean_tool_output
 
 # A transcript item: [kind ("i" | "r" | "end"), seconds, input data, current line, finished lines, fullscreen]
@@ -29,6 +35,9 @@ NO_ECHO_PROMPT = re.compile(
     r"(?i)(?:password|passphrase|passcode|\bpin\b|token|secret|api key|otp|verification code)[^\n:]{0,60}:\s*$"
 )
 _TYPED = re.compile(r"[^\r\n\x03\x04\x7f\b\x15\x17]")
+# Lines under the cursor redacted together; small enough that one needle in a batch (which sends the
+# batch line by line) costs little.
+_CURSOR_LINE_BATCH = 32
 
 
 def render_transcript(
@@ -50,13 +59,16 @@ def render_transcript(
     handed: list[str] = []  # a password prompt already handed out while its screen line went on
     pem = PemBlockFilter()
     items: list[TranscriptItem] = []
+    # Items whose line under the cursor is still raw; emptied into redact_lines before anything returns.
+    unredacted: list[TranscriptItem] = []
     last_t = 0.0
     for t, code, data in events:
         last_t = t
         if code == "o":
             screen.feed(data)
         elif code == "i":
-            finished = pem.lines(_lines_seen(screen.take_finished(), handed), counts, pii)
+            taken = screen.take_finished()  # most keystrokes finish no line
+            finished = pem.lines(_lines_seen(taken, handed), counts, pii) if taken else []
             *before, current = split_after_no_echo(screen.current_line)
             if before and before != handed:
                 # The password prompt ends here though the screen line goes on: handed out once.
@@ -64,12 +76,21 @@ def render_transcript(
                 finished.extend(pem.lines(before, counts, pii))
             no_echo = current.rstrip().endswith(":") and NO_ECHO_PROMPT.search(current) is not None
             typed = _TYPED.sub("*", data) if no_echo else redact(data, None, pii)
-            items.append(["i", t, typed, pem.peek(current, pii), finished, screen.in_fullscreen])
+            item = ["i", t, typed, current, finished, screen.in_fullscreen]
+            items.append(item)
+            if pem.inside or "-----BEGIN" in current:
+                item[3] = pem.peek(current, pii)
+            else:
+                # pem.peek here is redact(current): deferred, to be redacted a batch at a time.
+                unredacted.append(item)
+                if len(unredacted) >= _CURSOR_LINE_BATCH:
+                    _redact_cursor_lines(unredacted, pii)
         elif code == "r":
             cols, _, rows = str(data).partition("x")
             if cols.isdigit() and rows.isdigit():
                 screen.width = max(2, min(int(cols), 1000))
                 screen.height = max(2, min(int(rows), 500))
+    _redact_cursor_lines(unredacted, pii)
     finished = pem.lines(_lines_seen(screen.take_finished(), handed), counts, pii)
     *before, current = split_after_no_echo(screen.current_line)
     if before != handed:
@@ -77,6 +98,17 @@ def render_transcript(
     current = pem.line(current, counts, pii)
     items.append(["end", last_t, "", current, finished, screen.in_fullscreen])
     return items
+
+
+def _redact_cursor_lines(items: list[TranscriptItem], pii: frozenset[str]) -> None:
+    """Redact, uncounted, the line under the cursor of each of ITEMS (in place), then forget the items.
+
+    One keystroke's line is the previous one plus a character, so consecutive lines share their
+    pre-checks: redact_lines runs them once over the batch instead of once a keystroke.
+    """
+    for item, line in zip(items, redact_lines([item[3] for item in items], None, pii), strict=True):
+        item[3] = line
+    items.clear()
 
 
 def _lines_seen(lines: list[str], handed: list[str]) -> list[str]:

@@ -49,15 +49,18 @@ NodeFn = Callable[[CleanState], dict[str, Any]]
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
     """Whether decoded JSON nests deeper than `limit` (iterative: safe on hostile input)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    level: list[Any] = [value]  # the containers at `depth` (and the root, whatever it is)
+    depth = 1
+    while level:
         if depth > limit:
             return True
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+        below: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                below += [v for v in item.values() if isinstance(v, dict | list)]
+            elif isinstance(item, list):
+                below += [v for v in item if isinstance(v, dict | list)]
+        level, depth = below, depth + 1
     return False
 
 

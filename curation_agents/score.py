@@ -19,6 +19,16 @@ ENV_FAILURE = re.compile(
     r"this site can.t be reached|no such file or directory: .*(?:state|snapshot))"
 )
 BINARY_NOISE = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
+_BINARY_NOISE_ASCII = bytes([*range(0x00, 0x09), *range(0x0E, 0x20)])  # BINARY_NOISE less U+FFFD
+
+
+def _binary_noise_count(text: str) -> int:
+    """`len(BINARY_NOISE.findall(text))`; ASCII text (no U+FFFD possible) by deleting the noise bytes,
+    several times faster than the regex on long observations."""
+    if not text.isascii():
+        return len(BINARY_NOISE.findall(text))
+    return len(text) - len(text.encode("ascii").translate(None, _BINARY_NOISE_ASCII))
+
 
 # Penalties per signal; the default threshold (0.5) accepts a record with any one soft signal.
 PENALTIES = {
@@ -56,7 +66,7 @@ def quality_signals(traj: Trajectory) -> list[str]:
     if turns and sum(is_garbage_action(t.action) for t in turns) / len(turns) > 0.3:
         signals.append("garbage_actions")
     obs = "".join(t.observation.text[:4096] for t in turns)
-    if obs and len(BINARY_NOISE.findall(obs)) / len(obs) > 0.05:
+    if obs and _binary_noise_count(obs) / len(obs) > 0.05:
         signals.append("binary_noise")
     if (
         traj.status == TrajectoryStatus.TRUNCATED

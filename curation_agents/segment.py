@@ -102,7 +102,7 @@ class _Session:
                         self.echo_of = None
                     continue
                 self.echo_of = None
-            if any(line.rstrip() == raw for raw in self.ahead_raw):
+            if self.ahead_raw and any(line.rstrip() == raw for raw in self.ahead_raw):
                 self.ahead_raw.remove(line.rstrip())  # the tty's echo of a line typed ahead
                 continue
             if self.ahead and self._is_echo(line, self.ahead[0]["action"]):
@@ -308,7 +308,8 @@ def segment_transcript(
         return segment_output_only(lines)
     session = _Session(start, counts)
     for kind, t, data, current, finished, fullscreen in items:
-        session.finished_lines(finished)
+        if finished:  # most keystrokes finish no line
+            session.finished_lines(finished)
         if kind == "i":
             if fullscreen:
                 if session.open is not None:

@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph
 
+from curation_agents import denoise
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.formats.terminal import loads_event_line
-from curation_agents.graph import build_graph
+from curation_agents.graph import _depth_exceeds, build_graph
 from curation_agents.model import CleanConfig
 from curation_agents.reader import discover, iter_records
 from curation_agents.redact import (
@@ -33,6 +34,7 @@ from curation_agents.redact import (
     redact_lines,
 )
 from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, record_ref
+from curation_agents.score import BINARY_NOISE, _binary_noise_count
 from curation_agents.terminal_screen import TerminalScreen
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -287,13 +289,30 @@ def _outcome(fn: Any, data: bytes) -> tuple[str, Any]:
 _event_lines = st.one_of(
     st.builds(
         lambda t, code, text: json.dumps([t, code, text], ensure_ascii=bool(len(text) % 2)).encode(),
-        st.floats(allow_nan=False) | st.integers(),
+        # orjson (the fast path) turns integers beyond 64 bits into floats: the bounds are sampled.
+        st.floats(allow_nan=False)
+        | st.integers()
+        | st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, -(2**64), 10**400])
+        | st.sampled_from([float(2**63), -float(2**63), 1e300]),
         st.sampled_from(["o", "i", "r", "m", "x", "q"]),
         st.text(max_size=30),
     ),
     st.binary(max_size=40).map(lambda b: b"[" + b),
     st.binary(max_size=40),
-    st.sampled_from([b"[1, 2] x", b"[01]", b"[NaN]", b"[1e999]", b"[\x00\x00", b"[" * 3000 + b"]" * 3000]),
+    st.sampled_from(
+        [
+            b"[1, 2] x",
+            b"[01]",
+            b"[NaN]",
+            b"[1e999]",
+            b"[\x00\x00",
+            b"[" * 3000 + b"]" * 3000,
+            b'[1, "o", "\\ud800"]',
+            b'\xef\xbb\xbf[1, "o", "x"]',
+            b'[1e400, "o", "x"]',
+            b'[1, "o", "x", 99999999999999999999999]',
+        ]
+    ),
 )
 
 
@@ -311,6 +330,44 @@ def _json_loads_replacing(data: bytes) -> Any:
     except UnicodeDecodeError:
         return json.loads(data.decode("utf-8", "replace"))
     return json.loads(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from("ab \n\t\r\x00\x07\x08\x0b\x0e\x1b\x1f\x7f\ufffd\u00e9"), max_size=60)
+)
+def test_binary_noise_count_matches_the_regex(text: str) -> None:
+    assert _binary_noise_count(text) == len(BINARY_NOISE.findall(text))
+
+
+def _typing(line: str) -> list[list[Any]]:
+    """A prompt, LINE typed a key at a time with its echo, then Enter and some output."""
+    events: list[list[Any]] = [[0.0, "o", "dev@box:~$ "]]
+    for k, ch in enumerate(line):
+        events += [[k + 0.1, "i", ch], [k + 0.2, "o", ch]]
+    events += [[len(line) + 0.1, "i", "\r"], [len(line) + 0.2, "o", "\r\nok\r\ndev@box:~$ "]]
+    return events
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("export GITHUB_TOKEN=ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2 + " && ls", "a1B2c3D4e5F6g7H8i9J0" * 2),
+        ("curl -u admin:hunter2hunter2 https://example.com/api && echo bob@example.org", "bob@example.org"),
+        ("ls -la /usr/lib && echo done", None),
+    ],
+)
+def test_lines_under_the_cursor_redacted_in_batches_equal_each_redacted_alone(
+    line: str, secret: str | None
+) -> None:
+    events = _typing(line)
+    with mock.patch.object(denoise, "_CURSOR_LINE_BATCH", 1):
+        alone = denoise.render_transcript(events, 120, 24, Counter())
+    for batch in (3, 1000):
+        with mock.patch.object(denoise, "_CURSOR_LINE_BATCH", batch):
+            assert denoise.render_transcript(events, 120, 24, Counter()) == alone
+    if secret is not None:
+        assert secret not in repr(alone)
 
 
 # -- chunked rendering -------------------------------------------------------------------------------
@@ -398,3 +455,24 @@ def test_progress_reports_every_finished_file_and_the_final_count(tmp_path: Path
     files = summary["files"]
     assert {c[0] for c in calls} >= set(range(1, files + 1))  # every finished file is reported
     assert calls[-1] == (files, files, summary["records_in"])
+
+
+def _nesting(value: Any) -> int:
+    """Nesting depth by definition: a scalar is 1 deep, a container one more than its deepest item."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    if items is None:
+        return 1
+    return 1 + max((_nesting(v) if isinstance(v, dict | list) else 0 for v in items), default=0)
+
+
+_json_values = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values, st.integers(min_value=0, max_value=8))
+def test_depth_check_matches_the_nesting_depth(value: Any, limit: int) -> None:
+    assert _depth_exceeds(value, limit) == (_nesting(value) > limit)

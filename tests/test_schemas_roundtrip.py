@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from schemas import TRAJECTORY_SCHEMA, Trajectory, from_table, to_table
 from schemas.jsonschema import trajectory_json_schema
+from schemas.trajectory import _dump_json
 from schemas.validate import check_record
 from tests.strategies import trajectories
 
@@ -54,3 +55,24 @@ def test_schema_is_explicit_and_versioned() -> None:
     assert TRAJECTORY_SCHEMA.metadata[b"worldline.schema_version"] == b"1.0.0"
     assert not TRAJECTORY_SCHEMA.field("id").nullable
     assert isinstance(TRAJECTORY_SCHEMA.field("turns").type, pa.ListType)
+
+
+_flat_values = (
+    st.text()
+    | st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from([2**64, -(2**63) - 1, 10**30, "\ud800 lone surrogate"])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.text(), _flat_values, max_size=6)
+    | st.dictionaries(
+        st.text(max_size=3), _flat_values | st.floats() | st.lists(st.text(max_size=2)), max_size=4
+    )
+)
+def test_metadata_json_is_json_dumps_canonical_form(obj: dict[str, object]) -> None:
+    """The metadata columns hold json.dumps's canonical text, whichever encoder wrote it."""
+    assert _dump_json(obj) == json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
