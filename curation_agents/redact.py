@@ -362,7 +362,10 @@ def _pii_spans(text: str, kind: str) -> list[Replacement]:
     for m in _PII[kind].finditer(text):
         start, end = m.span()
         if kind == "email":
-            local = _EMAIL_LOCAL.search(text, max(0, start - 64), start)
+            # The local part starts after the previous address (`a@b.cc-x@y.dd` is two): scanning into
+            # it would give overlapping spans, one of them dropped now and redacted on a second pass.
+            floor = spans[-1][1] if spans else 0
+            local = _EMAIL_LOCAL.search(text, max(floor, start - 64), start)
             if local is None:
                 continue
             part = local.group(0).lstrip("._%+-")
@@ -432,8 +435,26 @@ def _redact_aws_secrets(text: str, counts: Counter[str] | None) -> str:
     return _AWS_SECRET.sub(sub, text)
 
 
+# Passes after the first, when the first changed the text (see `redact`).
+_EXTRA_PASSES = 3
+
+
 def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> str:
-    """`text` with secrets and the PII classes in `pii` replaced by markers; `counts` gains one per secret."""
+    """`text` with secrets and the PII classes in `pii` replaced by markers; `counts` gains one per secret.
+
+    Redacting the result again changes nothing: a marker can complete a pattern that the secret it
+    replaced did not (`-----BEGIN ... KEY----- -p@` has no key body until the `-p` password becomes
+    a marker), so a text the first pass changed is redacted again until it stays the same.
+    """
+    out = _redact_once(text, counts, pii)
+    passes = 0
+    while out != text and passes < _EXTRA_PASSES:
+        text, out = out, _redact_once(out, counts, pii)
+        passes += 1
+    return out
+
+
+def _redact_once(text: str, counts: Counter[str] | None, pii: frozenset[str]) -> str:
     if len(text) < _SHORTEST_MATCH:
         return text  # shorter than any secret or PII match
     if may_contain_secret(text):
@@ -472,6 +493,8 @@ def redact_lines(
             for kind in PII_CLASSES:
                 if kind in pii and (kind in possible or line is not original) and _pii_possible(line, kind):
                     line = _apply(line, _pii_spans(line, kind), counts)
+            if line != original:
+                line = redact(line, counts, pii)  # to the fixed point, as `redact` leaves a text
         out.append(line)
     return out
 

@@ -247,6 +247,8 @@ def test_fast_renderer_lines_are_what_pyte_wraps_at_the_width(case: tuple[int, s
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(max_size=400), secretish_text))
 @example("0@0.AA:0@0.AA")  # an scp-style remote whose path is an email: the path's marker keeps it one
+@example("0@0.AA-0@0.AA")  # two addresses joined by a character a local part may hold: both, at once
+@example("mysql-----BEGIN PRIVATE KEY----- -p@")  # a marker completes a key block: redacted to the end
 def test_redaction_is_total_and_idempotent(text: str) -> None:
     """Random text rarely holds a secret, so half the inputs are built from secret-like fragments."""
     once = redact(text)
