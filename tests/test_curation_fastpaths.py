@@ -476,3 +476,34 @@ _json_values = st.recursive(
 @given(_json_values, st.integers(min_value=0, max_value=8))
 def test_depth_check_matches_the_nesting_depth(value: Any, limit: int) -> None:
     assert _depth_exceeds(value, limit) == (_nesting(value) > limit)
+
+
+_TIME_TOKEN = st.one_of(
+    st.integers(min_value=0, max_value=10**12).map(str),
+    st.builds(
+        lambda whole, digits, frac: f"{whole}.{str(frac).zfill(digits)[:digits]}",
+        st.integers(min_value=0, max_value=10**9),
+        st.integers(min_value=1, max_value=12),
+        st.integers(min_value=0, max_value=10**12),
+    ),
+    st.floats(min_value=0, max_value=1e12, allow_nan=False).map(lambda f: f"{f:.3e}"),
+    st.floats(min_value=0, max_value=1e6, allow_nan=False).map(repr),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_TIME_TOKEN, st.sampled_from(["", " "])), min_size=1, max_size=12))
+def test_asciicast_v2_times_are_rounded_to_microseconds_whatever_their_spelling(
+    tmp_path_factory: pytest.TempPathFactory, tokens: list[tuple[str, str]]
+) -> None:
+    """Times written with at most 6 decimals skip the rounding call; every time still equals round(t, 6)."""
+    from curation_agents.formats.terminal import parse_asciicast
+    from curation_agents.model import Limits
+
+    path = tmp_path_factory.mktemp("cast") / "times.cast"
+    lines = [json.dumps({"version": 2, "width": 80, "height": 24})]
+    lines += [f'[{token}{space}, "o", "x"]' for token, space in tokens]
+    path.write_text("\n".join(lines) + "\n")
+    times = [event[0] for event in parse_asciicast(str(path), Limits())["events"]]
+    expected = [round(float(json.loads(token)), 6) for token, _ in tokens]
+    assert times == expected and all(type(t) is float for t in times)
