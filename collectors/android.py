@@ -365,17 +365,12 @@ class AndroidEnvironment(GuiEnvironment):
         failure: str | None = None
         errors = _device_errors()
         try:
-            call = gui_call_from_action(action)
-            action = Action(kind=ActionKind.GUI, text=call.text(), tool_name=action.tool_name)
-            info.update(self._apply(call))
-        except ActionSyntaxError as exc:
-            self.last_error = str(exc)
-            info["action_error"] = "syntax"
+            with self.agent_mistakes(info):
+                call = gui_call_from_action(action)
+                action = Action(kind=ActionKind.GUI, text=call.text(), tool_name=action.tool_name)
+                info.update(self._apply(call))
         except EnvFailure as exc:
             failure = str(exc)
-        except (TypeError, ValueError) as exc:  # a literal of the wrong type, e.g. click(x="left")
-            self.last_error = f"bad arguments: {exc}"
-            info["action_error"] = "arguments"
         except errors as exc:
             failure = f"the device failed: {type(exc).__name__}: {exc}"
         try:

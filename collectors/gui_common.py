@@ -13,6 +13,8 @@ import ast
 import hashlib
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,6 +218,22 @@ class GuiEnvironment(Environment):
                 f"known: {', '.join(sorted(cls.config_fields))}"
             )
         return config
+
+    last_error: str = ""
+
+    @contextmanager
+    def agent_mistakes(self, info: dict[str, Any]) -> Iterator[None]:
+        """Around parsing and applying one action: a call that does not parse, or a literal of the
+        wrong type (`click(x="left")`), is the agent's mistake, not the environment's. It becomes
+        `last_error` (shown in the next observation) and `info["action_error"]`; the step goes on."""
+        try:
+            yield
+        except ActionSyntaxError as exc:
+            self.last_error = str(exc)
+            info["action_error"] = "syntax"
+        except (TypeError, ValueError) as exc:
+            self.last_error = f"bad arguments: {exc}"
+            info["action_error"] = "arguments"
 
 
 ERROR_LINE = "Last action error:"

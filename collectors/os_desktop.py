@@ -615,19 +615,13 @@ class DesktopEnvironment(GuiEnvironment):
             raise EnvFailure("step() before reset(): call reset(task) first")
         self.last_error = ""
         info: dict[str, Any] = {}
-        try:
+        with self.agent_mistakes(info):
             if self.shown_windows != len(self.known_windows):  # a window came or went since the last look
                 self._refresh_focus()
             call = gui_call_from_action(action)
             kind = ActionKind.GUI if call.target is not None else ActionKind.CODE
             action = Action(kind=kind, text=call.text(), tool_name=action.tool_name)
             info.update(self._apply(call))
-        except ActionSyntaxError as exc:
-            self.last_error = str(exc)
-            info["action_error"] = "syntax"
-        except (TypeError, ValueError) as exc:  # a literal of the wrong type, e.g. click(x="left")
-            self.last_error = f"bad arguments: {exc}"
-            info["action_error"] = "arguments"
         failure = self._app_failure()
         text = self._observe() if failure is None else f"Error: {failure}"
         changed = self.tracker.changed(state_text(text))

@@ -333,18 +333,13 @@ class WebEnvironment(GuiEnvironment):
         self.last_error = ""
         info: dict[str, Any] = {}
         try:
-            call = gui_call_from_action(action)
-            action = Action(kind=ActionKind.GUI, text=call.text(), tool_name=action.tool_name)
-            info.update(self._apply(call))
-        except ActionSyntaxError as exc:
-            self.last_error = str(exc)
-            info["action_error"] = "syntax"
+            with self.agent_mistakes(info):
+                call = gui_call_from_action(action)
+                action = Action(kind=ActionKind.GUI, text=call.text(), tool_name=action.tool_name)
+                info.update(self._apply(call))
         except PlaywrightError as exc:
             self.last_error = _first_line(exc)
             info["action_error"] = "playwright"
-        except (TypeError, ValueError) as exc:  # a literal of the wrong type, e.g. click(x="left")
-            self.last_error = f"bad arguments: {exc}"
-            info["action_error"] = "arguments"
         text = self._observe()
         failure = self._page_failure() or self._resource_failure()
         return StepResult(
