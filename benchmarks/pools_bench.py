@@ -74,15 +74,15 @@ def make_trajectories(n: int, turns: int, seed: int = 0) -> list[Trajectory]:
     return out
 
 
-def baseline(shards: Path, cfg: PoolsConfig, out: Path) -> tuple[int, float]:
+def baseline(shards: Path, cfg: PoolsConfig, out: Path) -> tuple[int, float, dict[str, int]]:
     """Single process, no Beam: pyarrow reading, the same expansion and masking functions, and the
     pool rows written as sorted Parquet parts (what a pyarrow implementation has to produce too)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.build import choose_pool
     from pipelines.render import Lineage, cpt_row, sft_rows
     from pipelines.rows import POOL_SCHEMAS
+    from pipelines.stages.assign import choose_pool, record_group
     from prompt_autoresearch.templates import load_template_set
     from schemas.shards import shard_files
     from worldline.tokenizer import get_token_counter
@@ -96,8 +96,11 @@ def baseline(shards: Path, cfg: PoolsConfig, out: Path) -> tuple[int, float]:
             for rec in batch.to_pylist():
                 traj = Trajectory.from_record(rec)
                 turns += len(traj.turns)
-                lineage = Lineage(traj.source.source_group, "inhouse", traj.id)
-                pool = choose_pool(cfg.assignment.ratios.pools, cfg.assignment.seed, traj.source.source_group)
+                # The group and pool the build chooses (one group per task by default), so both
+                # sides render the same trajectories into the same pools.
+                group, _ = record_group(traj.source, traj.task, traj.id, cfg.assignment.group_by)
+                lineage = Lineage(group, "inhouse", traj.id)
+                pool = choose_pool(cfg.assignment.ratios.pools, cfg.assignment.seed, group)
                 if pool == "cpt":
                     rows["cpt"].append(cpt_row(traj, lineage, cfg, templates, counter))
                 else:
@@ -106,7 +109,17 @@ def baseline(shards: Path, cfg: PoolsConfig, out: Path) -> tuple[int, float]:
         table = pa.Table.from_pylist(items, schema=POOL_SCHEMAS[pool]).sort_by("sample_id")
         (out / pool).mkdir(parents=True, exist_ok=True)
         pq.write_table(table, out / pool / "part-00000.parquet", compression="zstd", row_group_size=1000)
-    return turns, time.perf_counter() - start
+    return turns, time.perf_counter() - start, {pool: len(items) for pool, items in rows.items()}
+
+
+def same_work(baseline_samples: dict[str, int], out: Path) -> str:
+    """Whether the build wrote as many samples per pool as the baseline: the two sides did the same work."""
+    built = {
+        p: json.loads((out / "manifest.json").read_text())["stats"].get(f"samples.{p}", 0)
+        for p in baseline_samples
+    }
+    verdict = "same" if built == baseline_samples else "DIFFERENT: the ratio compares different work"
+    return f"samples per pool: baseline {baseline_samples}, build {built} ({verdict})"
 
 
 RUNNERS: dict[str, list[str]] = {
@@ -270,7 +283,7 @@ def main() -> None:
         shards, tiny = root / "shards", root / "tiny"
         write_trajectories(shards, make_trajectories(args.trajectories, args.turns))
         write_trajectories(tiny, make_trajectories(10, args.turns, seed=3))
-        turns, t_base = baseline(shards, cfg, root / "base")
+        turns, t_base, base_samples = baseline(shards, cfg, root / "base")
         full: dict[str, list[float]] = {}
         fixed: dict[str, list[float]] = {}
         for name, runner_args in RUNNERS.items():
@@ -278,6 +291,7 @@ def main() -> None:
                 full.setdefault(name, []).append(beam_build(shards, root / f"out{i}", runner_args))
                 fixed.setdefault(name, []).append(beam_build(tiny, root / f"tiny{i}", runner_args))
         print(f"input: {args.trajectories} trajectories x {args.turns} turns = {turns} turns")
+        print(same_work(base_samples, root / "out0"))
         print(
             f"pyarrow baseline (single process, no Beam): {t_base:.1f} s wall, {turns / t_base:,.0f} turns/s"
         )
