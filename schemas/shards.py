@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
+    import polars as pl  # imported where a frame is built: the pipelines and their workers never need it
+
     # pyarrow.dataset pulls in pandas (~50 MB, ~0.2 s); import it only where a dataset is built.
     import pyarrow.dataset as pads
 
@@ -384,6 +385,8 @@ def arrow_dataset(path: str | Path) -> pads.Dataset:
 
 def polars_schema() -> pl.Schema:
     """The trajectory schema in polars terms, derived from the Arrow schema."""
+    import polars as pl
+
     empty = pl.from_arrow(TRAJECTORY_SCHEMA.empty_table())
     assert isinstance(empty, pl.DataFrame)
     return empty.schema
@@ -395,6 +398,8 @@ def open_dataset(path: str | Path) -> pl.LazyFrame:
     Nothing is read until `.collect()`; filter and select first to touch only what you need, e.g.
     `open_dataset(p).filter(pl.col("domain") == "terminal").select("id", "task").collect()`.
     """
+    import polars as pl
+
     files = shard_files(path)
     for f in files:
         check_file_schema(f)

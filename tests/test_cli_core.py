@@ -208,3 +208,38 @@ def test_files_from_other_writers_with_loose_nullability_are_read(tmp_path: Path
     assert open_dataset(path).collect().height == 2
     assert arrow_dataset(path).count_rows() == 2
     assert run("validate", str(path))[0] == 0
+
+
+def test_each_command_module_registers_exactly_the_commands_it_is_listed_with() -> None:
+    """`worldline X` imports only the module listed for X, so the list must name what each module
+    really registers, no more, no less; otherwise a command would be missing when run on its own."""
+    import typer
+
+    from worldline.cli import COMMAND_MODULES, make_app
+
+    everything = set()
+    for module, listed in COMMAND_MODULES.items():
+        alone = make_app([module])
+        names = {c.name for c in alone.registered_commands} | {g.name for g in alone.registered_groups}
+        assert names == set(listed), module
+        everything |= names
+    full = make_app()
+    assert {c.name for c in full.registered_commands} | {g.name for g in full.registered_groups} == everything
+    assert isinstance(full, typer.Typer)
+
+
+def test_a_pools_command_line_imports_neither_the_container_client_nor_polars() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from worldline.cli import app_for; app_for(['pools', 'build', '--help']); "
+        "print(sorted(m for m in ('docker', 'polars', 'collectors.cli') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    code = (
+        "import sys; from worldline.cli import app_for; app_for([]); print('collectors.cli' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"  # no command named: every command is listed

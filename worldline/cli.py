@@ -4,29 +4,27 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
+from collections.abc import Iterable, Sequence
 
 import typer
 
-app = typer.Typer(
-    name="worldline",
-    help=(
-        "Build training data for language world models: collect trajectories in sandboxes, clean "
-        "public traces, and build disjoint CPT / SFT / RL pools from Parquet trajectory shards."
-    ),
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+HELP = (
+    "Build training data for language world models: collect trajectories in sandboxes, clean "
+    "public traces, and build disjoint CPT / SFT / RL pools from Parquet trajectory shards."
 )
 
 # Each package contributes its commands through `register(app)`; the order is the order in --help.
-COMMAND_MODULES = (
-    "worldline.cli_core",
-    "worldline.cli_data",
-    "collectors.cli",
-    "curation_agents.cli",
-    "pipelines.cli",
-    "worldline.cli_judge",
-)
+# The names are what each module registers: a command line naming one of them imports only that
+# module, so `worldline pools ...` does not pay for the collectors' container client.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "worldline.cli_core": ("schema", "validate", "stats"),
+    "worldline.cli_data": ("show", "export", "import"),
+    "collectors.cli": ("collect", "collect-merge", "sandbox"),
+    "curation_agents.cli": ("clean",),
+    "pipelines.cli": ("pools",),
+    "worldline.cli_judge": ("judge", "sft"),
+}
 
 
 class _QuietOptionalCloudDeps(logging.Filter):
@@ -36,16 +34,43 @@ class _QuietOptionalCloudDeps(logging.Filter):
         return "apitools not found" not in record.getMessage()
 
 
-def _mount() -> None:
-    for name in COMMAND_MODULES:
+def make_app(modules: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
+    """The `worldline` app with the commands of `modules` (all of them by default)."""
+    app = typer.Typer(
+        name="worldline",
+        help=HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    for name in modules:
         importlib.import_module(name).register(app)
+    return app
+
+
+def app_for(args: Sequence[str]) -> typer.Typer:
+    """The app a command line needs: only the module that owns its command, or every command when
+    the line names none (`--help`, no arguments, a mistyped command: the full list is shown)."""
+    if args:
+        for module, commands in COMMAND_MODULES.items():
+            if args[0] in commands:
+                return make_app([module])
+    return make_app()
 
 
 logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
 for _handler in logging.getLogger().handlers:
     _handler.addFilter(_QuietOptionalCloudDeps())
-_mount()
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`worldline.cli.app`: the app with every command, built on first use."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    app = make_app()
+    globals()["app"] = app
+    return app
 
 
 def main() -> None:
-    app()
+    app_for(sys.argv[1:])()
