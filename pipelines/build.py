@@ -33,7 +33,7 @@ from pipelines.config import PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import exact_key, lsh_bands, normalise, signatures
 from pipelines.runners import drops_output_tags, multi_output, runner_for
-from pipelines.stages import all_stages, stage_of
+from pipelines.stages import all_stages, bulk_gc, stage_of, tune_gc_for_bulk_work
 from pipelines.stages.assign import (
     CountKinds,
     choose_pool,
@@ -127,6 +127,7 @@ class PrepareInput(beam.DoFn):
         self.eval_bands_rows = lsh_bands(cfg.decontamination.threshold, cfg.dedup.num_perm)
 
     def setup(self) -> None:
+        tune_gc_for_bulk_work()
         self.matcher = EvalTurnMatcher(self.cfg, self.eval_turns, self.eval_bands_rows, self.eval_grams)
 
     def fingerprint_outputs(self, fp: Fingerprint, signature_ref: SignatureRef) -> Iterator[Any]:
@@ -335,6 +336,22 @@ def report_counters(result: Any, progress: ProgressFn) -> None:
             progress(stage, per_stage[stage])
 
 
+def wait_reporting(result: Any, progress: ProgressFn | None, poll_seconds: float) -> Any:
+    """Wait for a running job to reach a terminal state, passing its counters to `progress` at every
+    poll; returns the state."""
+    while True:
+        try:
+            state = result.wait_until_finish(duration=int(poll_seconds * 1000))
+        except TypeError:  # runners whose results take no duration
+            state = result.wait_until_finish()
+        except TimeoutError:  # the DaskRunner signals "still running" by raising
+            state = PipelineState.RUNNING
+        if PipelineState.is_terminal(state or PipelineState.DONE):
+            return state
+        if progress is not None:
+            report_counters(result, progress)
+
+
 def run_build(
     inputs: BuildInputs,
     out: str,
@@ -349,18 +366,9 @@ def run_build(
     mkdirs(out)
     p = beam.Pipeline(runner=runner_for(options), options=options)
     build_pipeline(p, inputs, out, cfg)
-    result = p.run()
-    while True:
-        try:
-            state = result.wait_until_finish(duration=int(poll_seconds * 1000))
-        except TypeError:  # runners whose results take no duration
-            state = result.wait_until_finish()
-        except TimeoutError:  # the DaskRunner signals "still running" by raising
-            state = PipelineState.RUNNING
-        if PipelineState.is_terminal(state or PipelineState.DONE):
-            break
-        if progress is not None:
-            report_counters(result, progress)
+    with bulk_gc():
+        result = p.run()
+        state = wait_reporting(result, progress, poll_seconds)
     if state not in (None, PipelineState.DONE):
         raise RuntimeError(f"the pools job ended in state {state}")
     if progress is not None:

@@ -33,6 +33,7 @@ from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import band_keys, estimated_jaccard, lsh_bands
 from pipelines.runners import runner_for
+from pipelines.stages import bulk_gc, tune_gc_for_bulk_work
 from pipelines.stages.spill import ASSIGNMENTS, WORK_DIR
 from pipelines.verify import (
     ContentChecker,
@@ -74,6 +75,7 @@ class CheckPart(beam.DoFn):
         from worldline.tokenizer import get_token_counter
 
         self.counter = get_token_counter(self.tokenizer or None) if self.tokenizer is not None else None
+        tune_gc_for_bulk_work()
 
     def process(self, element: tuple[str, str]) -> Iterator[tuple[str, Any]]:
         pool, path = element
@@ -300,7 +302,8 @@ def run_verify(
     try:
         p = beam.Pipeline(runner=runner_for(options), options=options)
         build_verify_pipeline(p, out, manifest, cfg, tokenizer, check_inputs, driver, result_path)
-        state = p.run().wait_until_finish()
+        with bulk_gc():
+            state = p.run().wait_until_finish()
         if state not in (None, "DONE"):
             raise RuntimeError(f"the verify job ended in state {state}")
         found = [(c, d, r) for c, d, r in fs.read_json(result_path)]

@@ -34,3 +34,42 @@ def test_every_counter_of_a_build_is_declared(tmp_path: Path) -> None:
     stats = json.loads((tmp_path / "out" / "_build" / "stats.json").read_text())
     assert stats["records_in"] == fx["n_records"]
     assert undeclared_counters(list(stats)) == []
+
+
+def test_bulk_gc_tunes_the_collector_for_the_job_and_restores_it_after() -> None:
+    import gc
+    import weakref
+
+    from pipelines.stages import BULK_GC_THRESHOLD, bulk_gc, tune_gc_for_bulk_work
+
+    before, frozen_before = gc.get_threshold(), gc.get_freeze_count()
+
+    class Node:
+        pass
+
+    with bulk_gc():
+        assert gc.get_threshold()[0] == max(before[0], BULK_GC_THRESHOLD)
+        assert gc.get_freeze_count() > frozen_before  # what was alive at the start is out of the scans
+        frozen = gc.get_freeze_count()
+        tune_gc_for_bulk_work()  # a stage set up inside the driver's job changes nothing more
+        assert gc.get_freeze_count() == frozen
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # type: ignore[attr-defined]
+        alive = weakref.ref(a)
+        del a, b
+        gc.collect()
+        assert alive() is None  # cyclic garbage made during the job is still collected
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_worker_process_keeps_the_bulk_settings() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import gc; from pipelines.stages import BULK_GC_THRESHOLD, tune_gc_for_bulk_work; "
+        "tune_gc_for_bulk_work(); print(gc.get_threshold()[0] == BULK_GC_THRESHOLD, gc.get_freeze_count() > 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True"]

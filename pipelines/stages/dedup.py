@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from pipelines.config import PoolsConfig
 from pipelines.minhash import band_keys, normalise, stable_hash, union_find_clusters
-from pipelines.stages import Stage
+from pipelines.stages import Stage, tune_gc_for_bulk_work
 from pipelines.stages.spill import join, read_ipc
 from schemas.trajectory import TRAJECTORY_SCHEMA, Trajectory
 
@@ -146,6 +146,7 @@ class BucketEdges(beam.DoFn):
         self.work = work
 
     def setup(self) -> None:
+        tune_gc_for_bulk_work()
         self.spilled = SpilledSignatures(self.work)
 
     def process(self, element: tuple[str, Iterable[BandMember]]) -> Iterator[tuple[Any, ...]]:

@@ -20,7 +20,7 @@ from pipelines.inputs import KnowledgeDoc
 from pipelines.minhash import normalise, signatures, stable_hash
 from pipelines.ngrams import ContainmentIndex, text_grams
 from pipelines.render import Lineage, cpt_row, knowledge_row, rl_row, sft_rows
-from pipelines.stages import Stage
+from pipelines.stages import Stage, tune_gc_for_bulk_work
 from pipelines.stages.assign import record_group
 from pipelines.stages.decontaminate import training_grams
 from pipelines.stages.dedup import content_hash
@@ -66,6 +66,7 @@ class RoutePools(beam.DoFn):
         self.templates = load_template_set(self.cfg.templates_dir)
         self.counter = get_token_counter(self.cfg.tokenizer)
         self._pool_index: ContainmentIndex | None = None
+        tune_gc_for_bulk_work()  # after loading: the vocabulary and templates are frozen with the rest
 
     def eval_pool_overlap(self, item: Any) -> str:
         """The eval-pool trajectory (and which of its turns) a training record contains, or ""."""
