@@ -28,7 +28,7 @@ from worldline.agentworldbench import (
     trajectory_to_samples,
 )
 from worldline.chat_template import THINK_CLOSE, THINK_OPEN, count_chat_tokens, message_tokens
-from worldline.rewards.rules import derive_rules
+from worldline.rewards.rules import derive_rules, is_deterministic_action
 from worldline.tokenizer import TokenCounter
 
 OBSERVATION_OPEN = "<predicted_observation>"
@@ -36,32 +36,7 @@ OBSERVATION_CLOSE = "</predicted_observation>"
 
 RUBRIC_DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 
-# Actions whose observation is deterministic content (paper 4.2's first tier): an exact-match rule
-# verifier exists for them. Runtime metadata in the observation (times, PIDs, addresses) voids it.
-_DETERMINISTIC_COMMANDS = frozenset(
-    {
-        "cat",
-        "head",
-        "tail",
-        "wc",
-        "sort",
-        "uniq",
-        "grep",
-        "echo",
-        "printf",
-        "expr",
-        "sha256sum",
-        "md5sum",
-        "base64",
-        "seq",
-        "tr",
-        "cut",
-        "jq",
-        "nl",
-        "rev",
-    }
-)
-_DETERMINISTIC_TOOLS = frozenset({"read", "read_file", "view", "str_replace_editor_view", "read_text_file"})
+# Runtime metadata in an observation (times, PIDs, addresses) voids the exact-match rule verifier.
 _RUNTIME_METADATA = re.compile(
     r"\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}|0x[0-9a-f]{6,}|\bpid\b|[0-9a-f]{8}-[0-9a-f]{4}-", re.IGNORECASE
 )
@@ -376,20 +351,8 @@ def rule_verifier(traj: Trajectory, turn_index: int) -> str:
         return "none"
     if _RUNTIME_METADATA.search(turn.observation.text) or turn.observation.is_error:
         return "none"
-    tool = (turn.action.tool_name or "").lower()
-    if tool in _DETERMINISTIC_TOOLS:
-        return "exact_match"
-    command = turn.action.text
-    try:
-        parsed = json.loads(command)
-        if isinstance(parsed, list):  # keystrokes form: the typed text
-            command = "".join(str(k.get("keystrokes", "")) for k in parsed if isinstance(k, dict))
-        elif isinstance(parsed, dict):
-            command = str(parsed.get("command") or (parsed.get("arguments") or {}).get("command") or "")
-    except (json.JSONDecodeError, TypeError, AttributeError):
-        pass
-    words = command.strip().split()
-    return "exact_match" if words and words[0] in _DETERMINISTIC_COMMANDS else "none"
+    deterministic = is_deterministic_action(traj.domain.value, turn.action.text, turn.action.tool_name)
+    return "exact_match" if deterministic else "none"
 
 
 def reward_spec(cfg: PoolsConfig, verifier: str) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from typing import Any
 
 import jsonschema
 
-# Actions whose observation is deterministic content (the paper's first tier). The same lists decide
-# `verifier = exact_match` in pipelines/render.py.
+# Actions whose observation is deterministic content (the paper's first tier). `is_deterministic_action`
+# also decides `verifier = exact_match` for the RL rows pipelines/render.py writes.
 DETERMINISTIC_COMMANDS = frozenset(
     {
         "cat", "head", "tail", "wc", "sort", "uniq", "grep", "echo", "printf", "expr", "sha256sum",
