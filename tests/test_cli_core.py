@@ -243,3 +243,14 @@ def test_a_pools_command_line_imports_neither_the_container_client_nor_polars() 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"  # no command named: every command is listed
+
+
+def test_every_command_runs_with_only_its_own_module_mounted() -> None:
+    from worldline.cli import COMMAND_MODULES, app_for
+
+    for commands in COMMAND_MODULES.values():
+        for command in commands:
+            result = CliRunner().invoke(app_for([command]), [command, "--help"], prog_name="worldline")
+            assert result.exit_code == 0, (command, result.output)
+            usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+            assert f"worldline {command} " in usage, (command, usage)

@@ -43,6 +43,13 @@ def make_app(modules: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
+
+    @app.callback()
+    def commands() -> None:
+        # A callback keeps the app a group of commands even when one module mounts one command
+        # (Typer would otherwise run that command directly, taking its name for an argument).
+        pass
+
     for name in modules:
         importlib.import_module(name).register(app)
     return app
