@@ -32,7 +32,7 @@ from pipelines import fs
 from pipelines.config import PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import exact_key, lsh_bands, normalise, signatures
-from pipelines.runners import drops_output_tags, multi_output, runner_for
+from pipelines.runners import drops_output_tags, multi_output, release, runner_for
 from pipelines.stages import all_stages, bulk_gc, stage_of, tune_gc_for_bulk_work
 from pipelines.stages.assign import (
     CountKinds,
@@ -368,11 +368,14 @@ def run_build(
     build_pipeline(p, inputs, out, cfg)
     with bulk_gc():
         result = p.run()
-        state = wait_reporting(result, progress, poll_seconds)
+        try:
+            state = wait_reporting(result, progress, poll_seconds)
+            if progress is not None and state in (None, PipelineState.DONE):
+                report_counters(result, progress)
+        finally:
+            release(result)
     if state not in (None, PipelineState.DONE):
         raise RuntimeError(f"the pools job ended in state {state}")
-    if progress is not None:
-        report_counters(result, progress)
     write_eval_turns(inputs.eval_turns, out)
     for name in SPILL_DIRS:  # on an object store: every object under the prefix
         fs.delete_tree(join(out, WORK_DIR, name))

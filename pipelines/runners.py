@@ -100,3 +100,13 @@ def multi_output(
         return {t: res[t] for t in tags} | {main: res[main]}
     both = pcoll | label >> beam.ParDo(TagPairs(dofn, main), **side)
     return {t: both | f"{label}.{t}" >> beam.FlatMap(_select, t) for t in [*tags, main]}
+
+
+def release(result: Any) -> None:
+    """Let go of what a finished job's result holds open. The DaskRunner connects a
+    `distributed.Client` per job and never closes it: its threads would outlive the job, retrying a
+    scheduler that may be gone, in whatever process ran the job."""
+    client = getattr(result, "client", None)
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()

@@ -32,7 +32,7 @@ from pipelines import fs
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import band_keys, estimated_jaccard, lsh_bands
-from pipelines.runners import runner_for
+from pipelines.runners import release, runner_for
 from pipelines.stages import bulk_gc, tune_gc_for_bulk_work
 from pipelines.stages.spill import ASSIGNMENTS, WORK_DIR
 from pipelines.verify import (
@@ -303,7 +303,11 @@ def run_verify(
         p = beam.Pipeline(runner=runner_for(options), options=options)
         build_verify_pipeline(p, out, manifest, cfg, tokenizer, check_inputs, driver, result_path)
         with bulk_gc():
-            state = p.run().wait_until_finish()
+            result = p.run()
+            try:
+                state = result.wait_until_finish()
+            finally:
+                release(result)
         if state not in (None, "DONE"):
             raise RuntimeError(f"the verify job ended in state {state}")
         found = [(c, d, r) for c, d, r in fs.read_json(result_path)]

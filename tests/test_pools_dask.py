@@ -23,6 +23,8 @@ def test_dask_runner_builds_the_same_pools(tmp_path: Path) -> None:
     ) as cluster:
         args = [f"--runner={DASK_RUNNER}", f"--dask_client_address={cluster.scheduler_address}"]
         on_dask = build(tmp_path / "in-dask", tmp_path / "dask", args)
+        # The runner's client is closed with the job: no thread of it outlives the build.
+        assert all(c.status == "closed" for c in distributed.Client._instances)
     assert on_dask["stats"] == reference["stats"] and on_dask["counts"]["reconciles"]
     for name in ("cpt", "sft", "rl", "eval", "assignments", "removed"):
         a = [pq.read_table(f) for f in sorted((tmp_path / "local" / name).glob("part-*.parquet"))]
