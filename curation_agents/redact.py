@@ -225,7 +225,9 @@ _NEEDLE = re.compile(
 _NEEDLE_DFA = re2.compile(_NEEDLE.pattern)
 _NEEDLE_DFA_FROM = 512
 _PII_HINT: dict[str, tuple[re.Pattern[str], ...]] = {
-    "email": (re.compile(r"@"),),
+    # Every address has a dot after the first label of its domain: `dev@box:~$`, the prompt on
+    # every line of a terminal session, has none.
+    "email": (re.compile(r"@[A-Za-z0-9\-]+\."),),
     # Several patterns, each starting at a literal: the regex engine scans for a literal prefix quickly,
     # while a pattern (or an alternation) starting at a digit class is tried at every digit.
     "phone": (
@@ -266,7 +268,7 @@ def json_text_is_clean(source: bytes, pii: frozenset[str] = DEFAULT_PII) -> bool
 def _pii_possible(text: str, kind: str) -> bool:
     """False only when the PII pattern of KIND cannot match TEXT (substring tests first: they are cheap)."""
     if kind == "email":
-        return "@" in text
+        return "@" in text and _PII_HINT["email"][0].search(text) is not None
     plus, paren, dash, dot = _PII_HINT["phone"]
     if kind == "phone":
         return (
