@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypedDict
 from unittest import mock
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph
 
@@ -507,3 +507,73 @@ def test_asciicast_v2_times_are_rounded_to_microseconds_whatever_their_spelling(
     times = [event[0] for event in parse_asciicast(str(path), Limits())["events"]]
     expected = [round(float(json.loads(token)), 6) for token, _ in tokens]
     assert times == expected and all(type(t) is float for t in times)
+
+
+_cast_lines = st.one_of(
+    st.builds(
+        lambda t, code, text: json.dumps([t, code, text], separators=(",", ":")),
+        st.integers(min_value=-5, max_value=10**6)
+        | st.floats(min_value=-1.0, max_value=1e6, allow_nan=False)
+        | st.sampled_from([1e-7, 2.5e3, 0.1234567, 3.0000001, 2**63, float(2**63)]),
+        st.sampled_from(["o", "i", "r", "q"]),
+        st.text(max_size=12),
+    ),
+    st.sampled_from(
+        [
+            '[1.5, "o", "spaced"]',
+            "",
+            "# a comment",
+            '[1, "o"',
+            '[2, "o", "x"],[3, "o", "y"]',
+            '[[1, "o", "x"]]',
+        ]
+        # An event torn over two lines, the second also holding a whole one: as many events as lines.
+        + ['[1, "o"\n"a"], [2, "o", "b"]']
+        + ['[1, "o", "x"] ', '[1, "o", "x"]\r', '[1,"o","x",4]', '[1.0000005e2,"i","a"]', "[1,2,3]", "{}"]
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_cast_lines, max_size=30),
+    st.sampled_from([2, 3]),
+    st.booleans(),
+    st.integers(min_value=1, max_value=200) | st.just(1 << 20),
+)
+@example(['[1,"o","a"]', '[0.1234567,"o","b"]', '[2.12345678,"o","c"]'], 2, True, 1 << 20)
+def test_recordings_decoded_a_block_at_a_time_equal_them_decoded_line_by_line(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str], version: int, newline_at_end: bool, block: int
+) -> None:
+    """Blocks of lines decode in one call where every line is a plain event; any line of another form,
+    a block boundary inside a line, or a last line without its newline still gives each line's own
+    reading (the line-by-line reader, the reference)."""
+    from curation_agents.formats import terminal
+    from curation_agents.model import Limits
+
+    body = "\n".join(lines) + ("\n" if newline_at_end and lines else "")
+    path = tmp_path_factory.mktemp("cast") / "blocks.cast"
+    path.write_text(json.dumps({"version": version, "width": 80, "height": 24}) + "\n" + body)
+    expected: list[list[Any]] = []
+    terminal._add_lines(body.encode(), version, 0.0, 0, Limits(), expected)
+    with mock.patch.object(terminal, "_BLOCK_BYTES", block):
+        events = terminal.parse_asciicast(str(path), Limits())["events"]
+    assert repr(events) == repr(expected)
+
+
+@pytest.mark.parametrize("limit", ["max_events", "max_record_bytes"])
+def test_recordings_read_by_blocks_stop_at_the_limit_the_line_reader_stops_at(
+    tmp_path: Path, limit: str
+) -> None:
+    from curation_agents.formats import terminal
+    from curation_agents.model import Limits, StageFailure
+
+    body = "".join(f'[{i}.5, "o", "line {i}"]\n' for i in range(50))
+    path = tmp_path / "long.cast"
+    path.write_text(json.dumps({"version": 2, "width": 80, "height": 24}) + "\n" + body)
+    limits = Limits(**{limit: 20 if limit == "max_events" else 400})
+    with pytest.raises(StageFailure) as line_by_line:
+        terminal._add_lines(body.encode(), 2, 0.0, 0, limits, [])
+    with mock.patch.object(terminal, "_BLOCK_BYTES", 256), pytest.raises(StageFailure) as by_blocks:
+        terminal.parse_asciicast(str(path), limits)
+    assert str(by_blocks.value) == str(line_by_line.value)
