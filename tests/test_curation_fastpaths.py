@@ -29,6 +29,8 @@ from curation_agents.redact import (
     _NEEDLE_DFA,
     PII_CLASSES,
     PemBlockFilter,
+    _pii_possible,
+    json_text_is_clean,
     may_contain_secret,
     redact,
     redact_lines,
@@ -232,6 +234,32 @@ def test_needle_dfa_finds_what_the_needle_regex_finds(text: str) -> None:
     lowered = text.lower()
     if text.isascii():  # the pre-check uses the needles on ASCII text only
         assert (_NEEDLE_DFA.search(lowered) is None) == (_NEEDLE.search(lowered) is None)
+
+
+def _json_text_is_clean_check_by_check(source: bytes, pii: frozenset[str]) -> bool:
+    """json_text_is_clean's definition, one pre-check after another (its one-pass scan stands in for it)."""
+    if b"\\u" in source or b"\\/" in source or not source.isascii():
+        return False
+    text = source.decode("ascii")
+    return not may_contain_secret(text) and not any(
+        kind in pii and _pii_possible(text, kind) for kind in PII_CLASSES
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([*_FRAGMENTS, "SG.", "sg.", "Pass", "KEY", "\\u00e9", "\\/", "\\n", '"', "é"])
+        | st.sampled_from(["+1", "(415)", "-555-0100", ".555.0100", ".1.2", ":ab:", "a@b.c", "@box:"])
+        | st.text(alphabet=st.characters(max_codepoint=127), max_size=4),
+        max_size=10,
+    ).map(lambda parts: "".join(parts).encode()),
+    st.sampled_from([frozenset(), frozenset({"email"}), frozenset({"phone"}), frozenset(PII_CLASSES)]),
+)
+@example(b'{"url": "https://me@host"}', frozenset())
+@example(b'{"key": "SG.x"}', frozenset())
+def test_json_text_prechecks_in_one_pass_equal_them_one_by_one(source: bytes, pii: frozenset[str]) -> None:
+    assert json_text_is_clean(source, pii) == _json_text_is_clean_check_by_check(source, pii)
 
 
 _pii_sets = st.sampled_from([frozenset(), frozenset({"email", "phone"}), frozenset(PII_CLASSES)])
