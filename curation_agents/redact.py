@@ -466,6 +466,8 @@ def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = 
     replaced did not (`-----BEGIN ... KEY----- -p@` has no key body until the `-p` password becomes
     a marker), so a text the first pass changed is redacted again until it stays the same.
     """
+    if len(text) < _SHORTEST_MATCH:
+        return text  # shorter than any secret or PII match (a key typed in a terminal)
     out = _redact_once(text, counts, pii)
     passes = 0
     while out != text and passes < _EXTRA_PASSES:
@@ -606,7 +608,9 @@ class PemBlockFilter:
         self, lines: list[str], counts: Counter[str] | None, pii: frozenset[str] = DEFAULT_PII
     ) -> list[str]:
         """`[self.line(text, counts, pii) for text in lines]`, checked at once when no key block is open."""
-        if not self.inside and not any("-----BEGIN" in text for text in lines):
+        # One search of the joined lines: the marker holds no newline, so it is in the join only
+        # where it is in a line.
+        if not self.inside and "-----BEGIN" not in "\n".join(lines):
             return redact_lines(lines, counts, pii)
         return [self.line(text, counts, pii) for text in lines]
 

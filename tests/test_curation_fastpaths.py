@@ -17,7 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph
 
-from curation_agents import denoise
+from curation_agents import denoise, segment
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.formats.terminal import loads_event_line
 from curation_agents.graph import _depth_exceeds, build_graph
@@ -605,3 +605,98 @@ def test_recordings_read_by_blocks_stop_at_the_limit_the_line_reader_stops_at(
     with mock.patch.object(terminal, "_BLOCK_BYTES", 256), pytest.raises(StageFailure) as by_blocks:
         terminal.parse_asciicast(str(path), limits)
     assert str(by_blocks.value) == str(line_by_line.value)
+
+
+# -- typing runs -------------------------------------------------------------------------------------
+
+_PROMPTS = ["dev@box:~$ ", "root@host-1.example.org:/srv# ", "Password: ", ">>> ", "... ", "> ", ""]
+_KEYS = ["l", "s", " ", "-", "x", "é", ":", "\t", "\r", "\n", "\x7f", "\x03", "\x04", "\x15", "\x17"]
+_KEYS += ["\x1b[A", "\x1b", "[A", "\x1bO", "A", "ls -la\r", "echo a@b.io", "pass=hunter2hunter2", ""]
+_KEYS += ["echo one\recho two\r"]  # typed ahead: the second line waits for its echo
+_KEYS += [
+    "ghp_",
+    "a1B2c3D4e5F6g7H8",
+    "i9J0a1B2c3D4e5F6g7H8i9J0",
+    "TOKEN=",
+    "bob@example.org",
+]  # secrets in parts
+_OUTPUTS = [
+    "\r\n",
+    "ok\r\n",
+    "\x1b[31mred\x1b[0m\r\n",
+    "\x1b[2J\x1b[H",
+    "\x1b[?1049h~\r\n~",
+    "\x1b[?1049l",
+    "\x08 \x08",
+    "\x1b[K",
+    "Password: dev@box:~$ ",
+    "-----BEGIN RSA PRIVATE KEY-----\r\nMIIEow\r\n",
+    "echo one\r\necho two\r\none\r\n",
+    "dev@box:~$ echo two\r\ntwo\r\n",
+]
+_TYPED_AHEAD = [
+    [0.0, "o", "dev@box:~$ "],
+    [1.0, "i", "echo one\recho two\r"],
+    [2.0, "o", "echo one\r\necho two\r\none\r\ndev@box:~$ echo two\r\ntwo\r\ndev@box:~$ "],
+    [3.0, "i", "x"],
+]
+
+
+@st.composite
+def _session_events(draw: st.DrawFn) -> list[list[Any]]:
+    """A shell-like session: prompts, keys with or without their echo, output and escapes split anywhere."""
+    events: list[list[Any]] = []
+    for step in range(draw(st.integers(min_value=1, max_value=40))):
+        t = float(step)
+        choice = draw(st.integers(min_value=0, max_value=9))
+        if choice == 0:
+            events.append([t, "o", draw(st.sampled_from(_PROMPTS))])
+        elif choice == 1:
+            events.append([t, "o", draw(st.sampled_from(_OUTPUTS))])
+        elif choice == 2:
+            events.append([t, "r", draw(st.sampled_from(["100x30", "20x5", "bad"]))])
+        else:
+            key = draw(st.sampled_from(_KEYS))
+            events.append([t, "i", key])
+            if draw(st.booleans()):
+                events.append([t + 0.5, "o", key.replace("\r", "\r\n")])  # the tty's echo
+    return events
+
+
+class _SessionKeyByKey(segment._Session):
+    """The segmenter reading every key and every finished line on its own (the fast paths' reference)."""
+
+    def finished_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.finished_line(line)
+
+    def feed_input(self, data: str, current_line: str, t: float) -> None:
+        self.feed_keys(data, current_line, t)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_session_events(), st.sampled_from([frozenset({"email", "phone"}), frozenset(PII_CLASSES)]))
+@example([[0.0, "o", "Password: "], [1.0, "i", "x"], [2.0, "o", "dev@box:~$ "], [3.0, "i", "l"]], frozenset())
+@example(_TYPED_AHEAD, frozenset())
+@example(
+    [*_TYPED_AHEAD[:2], [2.0, "o", "echo one\r\none\r\ndev@box:~$ echo two\r\necho two\r\nok\r\n"]],
+    frozenset(),
+)
+def test_typing_runs_in_one_item_segment_as_one_item_per_key(
+    events: list[list[Any]], pii: frozenset[str]
+) -> None:
+    """Printable keys after printable keys join one transcript item, and the segmenter takes printable
+    keys and plain output lines at once; the turns, and the counts, equal those of one item per key,
+    each key and each line read on its own."""
+    counts: Counter[str] = Counter()
+    items = denoise.render_transcript(copy.deepcopy(events), 80, 24, counts, pii)
+    turns = segment.segment_transcript(items, None, counts)
+    reference_counts: Counter[str] = Counter()
+    with (
+        mock.patch.object(denoise, "_MERGE_TYPING", False),
+        mock.patch.object(segment, "_Session", _SessionKeyByKey),
+    ):
+        reference_items = denoise.render_transcript(copy.deepcopy(events), 80, 24, reference_counts, pii)
+        reference = segment.segment_transcript(reference_items, None, reference_counts)
+    assert (turns, counts) == (reference, reference_counts)
+    assert len(items) <= len(reference_items)
