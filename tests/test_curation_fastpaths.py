@@ -38,6 +38,7 @@ from curation_agents.redact import (
 from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, record_ref
 from curation_agents.score import BINARY_NOISE, _binary_noise_count
 from curation_agents.terminal_screen import TerminalScreen
+from schemas import Action, ActionKind
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -700,3 +701,27 @@ def test_typing_runs_in_one_item_segment_as_one_item_per_key(
         reference = segment.segment_transcript(reference_items, None, reference_counts)
     assert (turns, counts) == (reference, reference_counts)
     assert len(items) <= len(reference_items)
+
+
+_control_text = st.text(
+    alphabet=st.sampled_from("ab \n\t\r\x00\x07\x0b\x0c\x0e\x1b\x1f\x7f\x9b\ufffd\u00e9"), max_size=40
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_control_text)
+def test_control_check_by_bytes_matches_the_regex(text: str) -> None:
+    from curation_agents.terminal_screen import _HAS_CONTROL, _has_control
+
+    assert _has_control(text) == (_HAS_CONTROL.search(text) is not None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_control_text, st.sampled_from([k for k in ActionKind if k != ActionKind.TOOL_CALL]))
+def test_garbage_check_by_bytes_counts_what_the_character_loop_counts(text: str, kind: ActionKind) -> None:
+    """is_garbage_action counts control bytes of ASCII text by deleting them; the loop is the reference."""
+    from curation_agents.turn_rules import is_garbage_action
+
+    bad = sum(1 for ch in text if (ch < " " and ch not in "\n\t\r") or ch == "\ufffd")
+    expected = bool(text.strip()) and bad / len(text) > 0.2
+    assert is_garbage_action(Action(kind=kind, text=text)) == expected
