@@ -558,6 +558,7 @@ _cast_lines = st.one_of(
         ]
         # An event torn over two lines, the second also holding a whole one: as many events as lines.
         + ['[1, "o"\n"a"], [2, "o", "b"]']
+        + ['[1,["o"],"x"]', '[true,"o","x"]', '[1,"o",5]', '[18446744073709551615,"o","x"]', '[1,{},"x"]']
         + ['[1, "o", "x"] ', '[1, "o", "x"]\r', '[1,"o","x",4]', '[1.0000005e2,"i","a"]', "[1,2,3]", "{}"]
     ),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import operator
 import os
 import re
 from collections.abc import Callable
@@ -88,6 +89,7 @@ def _is_bad_utf8(data: bytes) -> bool:
 # decodes in one orjson call instead of one call and one trip through the loop below per line.
 _BLOCK_BYTES = 1 << 20
 # A v2 time spelled with an exponent or more than 6 decimals, on a line after the first of a block.
+_TIME, _CODE, _TEXT = (operator.itemgetter(i) for i in range(3))
 _INEXACT_TIME = re.compile(rb"\n\[[^,\n]*?(?:[eE]|\.\d{7})")
 
 
@@ -174,7 +176,21 @@ def _decode_block(block: bytes) -> list[list[Any]] | None:
         return None
     if len(events) != lines:
         return None
-    return events if all(map(_is_plain_event, events)) else None
+    # _is_plain_event for every event, a field at a time at C speed (map and set, no Python frame per
+    # event); stricter on integer times (within 64 bits signed), whose lines are then read one by one.
+    try:
+        if (
+            set(map(type, events)) != {list}
+            or set(map(len, events)) != {3}
+            or not set(map(_CODE, events)) <= _EVENT_CODES
+            or set(map(type, map(_TEXT, events))) != {str}
+            or not set(map(type, times := list(map(_TIME, events)))) <= _TIME_TYPES
+            or not -_EXACT_FLOAT_TIME < min(times) <= max(times) < _EXACT_FLOAT_TIME
+        ):
+            return None
+    except TypeError:  # an unhashable code (a list or an object)
+        return None
+    return events
 
 
 def _add_times(events: list[list[Any]], block: bytes, version: int, clock: float) -> float:
