@@ -38,7 +38,7 @@ from curation_agents.redact import (
 from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, record_ref
 from curation_agents.score import BINARY_NOISE, _binary_noise_count
 from curation_agents.terminal_screen import TerminalScreen
-from schemas import Action, ActionKind
+from schemas import Action, ActionKind, ObservationFormat
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -726,3 +726,25 @@ def test_garbage_check_by_bytes_counts_what_the_character_loop_counts(text: str,
     bad = sum(1 for ch in text if (ch < " " and ch not in "\n\t\r") or ch == "\ufffd")
     expected = bool(text.strip()) and bad / len(text) > 0.2
     assert is_garbage_action(Action(kind=kind, text=text)) == expected
+
+
+@pytest.mark.parametrize("kind", [*(k.value for k in ActionKind), ActionKind.TOOL_CALL, "", None, "bogus"])
+@pytest.mark.parametrize("fmt", ["text", "terminal", ObservationFormat.JSON, "", None, "bogus"])
+def test_turns_take_enum_members_from_the_lookup_tables_as_the_enum_calls_give_them(
+    kind: Any, fmt: Any
+) -> None:
+    from curation_agents.align import _turn
+
+    def outcome(fn: Any) -> Any:
+        try:
+            return fn()
+        except ValueError as exc:
+            return type(exc)
+
+    def turn(action_kind: Any, observation_format: Any) -> Any:
+        raw = {"action_kind": action_kind, "observation_format": observation_format, "action": "ls"}
+        return _turn(raw)  # type: ignore[arg-type]
+
+    assert outcome(lambda: turn(kind, "text").action.kind) == outcome(lambda: ActionKind(kind or "command"))
+    expected_format = outcome(lambda: ObservationFormat(fmt or "text"))
+    assert outcome(lambda: turn("command", fmt).observation.format) == expected_format
