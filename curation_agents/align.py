@@ -117,16 +117,25 @@ def check_tools(domain: Domain, space: ActionSpace, turns: list[RawTurn], declar
             )
 
 
+# Enum members by value: a dict lookup per turn instead of an Enum call (several times slower).
+_ACTION_KINDS = {kind.value: kind for kind in ActionKind}
+_OBSERVATION_FORMATS = {fmt.value: fmt for fmt in ObservationFormat}
+
+
 def _turn(raw: RawTurn) -> Turn:
+    kind = raw.get("action_kind") or "command"
+    observation_format = raw.get("observation_format") or "text"
     return Turn(
         action=Action(
-            kind=ActionKind(raw.get("action_kind") or "command"),
+            kind=_ACTION_KINDS[kind] if type(kind) is str and kind in _ACTION_KINDS else ActionKind(kind),
             text=raw.get("action", ""),
             tool_name=raw.get("tool_name"),
         ),
         observation=Observation(
             text=raw.get("observation", ""),
-            format=ObservationFormat(raw.get("observation_format") or "text"),
+            format=_OBSERVATION_FORMATS[observation_format]
+            if type(observation_format) is str and observation_format in _OBSERVATION_FORMATS
+            else ObservationFormat(observation_format),
             is_error=raw.get("is_error"),
         ),
         started_at=source_time(raw.get("started_at")),

@@ -38,6 +38,9 @@ _TYPED = re.compile(r"[^\r\n\x03\x04\x7f\b\x15\x17]")
 # Lines under the cursor redacted together; small enough that one needle in a batch (which sends the
 # batch line by line) costs little.
 _CURSOR_LINE_BATCH = 32
+# Printable keys typed after printable keys join the previous transcript item (see render_transcript);
+# off, every input event has an item of its own (the reference the merged transcript is tested against).
+_MERGE_TYPING = True
 
 
 def render_transcript(
@@ -57,40 +60,53 @@ def render_transcript(
 
     screen = TerminalScreen(width, height, keep_cleared=True)
     handed: list[str] = []  # a password prompt already handed out while its screen line went on
-    pem = PemBlockFilter()
-    items: list[TranscriptItem] = []
-    # Items whose line under the cursor is still raw; emptied into redact_lines before anything returns.
-    unredacted: list[TranscriptItem] = []
+    transcript = _Transcript(pii)
+    pem = transcript.pem
     last_t = 0.0
+    typing: TranscriptItem | None = None  # the last item, while its keys are all printable
+    joined: list[tuple[float, str, str]] = []  # (time, keys, line under the cursor) joined to it
     for t, code, data in events:
         last_t = t
         if code == "o":
             screen.feed(data)
         elif code == "i":
             taken = screen.take_finished()  # most keystrokes finish no line
+            current = screen.current_line
+            if (
+                typing is not None
+                and not taken
+                and data.isprintable()
+                and ": " not in current  # (a line split_after_no_echo keeps whole)
+                and not screen.in_fullscreen
+            ):
+                # More printable keys after printable keys: segment adds them to the line being typed
+                # and reads nothing else of their item, so they join the previous one (one item per
+                # run of typing instead of one per key).
+                keys = _typed(data, current, pii)
+                typing[2] += keys
+                joined.append((t, keys, current))
+                continue
+            if typing is not None and joined:
+                transcript.unjoin_secret(typing, joined)
+                joined = []
             finished = pem.lines(_lines_seen(taken, handed), counts, pii) if taken else []
-            *before, current = split_after_no_echo(screen.current_line)
+            *before, current = split_after_no_echo(current)
             if before and before != handed:
                 # The password prompt ends here though the screen line goes on: handed out once.
                 handed[:] = before
                 finished.extend(pem.lines(before, counts, pii))
-            no_echo = current.rstrip().endswith(":") and NO_ECHO_PROMPT.search(current) is not None
-            typed = _TYPED.sub("*", data) if no_echo else redact(data, None, pii)
-            item = ["i", t, typed, current, finished, screen.in_fullscreen]
-            items.append(item)
-            if pem.inside or "-----BEGIN" in current:
-                item[3] = pem.peek(current, pii)
-            else:
-                # pem.peek here is redact(current): deferred, to be redacted a batch at a time.
-                unredacted.append(item)
-                if len(unredacted) >= _CURSOR_LINE_BATCH:
-                    _redact_cursor_lines(unredacted, pii)
+            item = transcript.add_key(t, _typed(data, current, pii), current, finished, screen.in_fullscreen)
+            printable = _MERGE_TYPING and data.isprintable() and data != "" and not screen.in_fullscreen
+            typing = item if printable else None
         elif code == "r":
             cols, _, rows = str(data).partition("x")
             if cols.isdigit() and rows.isdigit():
                 screen.width = max(2, min(int(cols), 1000))
                 screen.height = max(2, min(int(rows), 500))
-    _redact_cursor_lines(unredacted, pii)
+    if typing is not None and joined:
+        transcript.unjoin_secret(typing, joined)
+    items = transcript.items
+    _redact_cursor_lines(transcript.unredacted, pii)
     finished = pem.lines(_lines_seen(screen.take_finished(), handed), counts, pii)
     *before, current = split_after_no_echo(screen.current_line)
     if before != handed:
@@ -98,6 +114,48 @@ def render_transcript(
     current = pem.line(current, counts, pii)
     items.append(["end", last_t, "", current, finished, screen.in_fullscreen])
     return items
+
+
+class _Transcript:
+    """The items render_transcript emits, with the lines under the cursor still to be redacted."""
+
+    def __init__(self, pii: frozenset[str]) -> None:
+        self.pii = pii
+        self.pem = PemBlockFilter()
+        self.items: list[TranscriptItem] = []
+        # Items whose line under the cursor is still raw; emptied into redact_lines before anything returns.
+        self.unredacted: list[TranscriptItem] = []
+
+    def add_key(
+        self, t: float, typed: str, current: str, finished: list[str], fullscreen: bool
+    ) -> TranscriptItem:
+        item = ["i", t, typed, current, finished, fullscreen]
+        self.items.append(item)
+        if self.pem.inside or "-----BEGIN" in current:
+            item[3] = self.pem.peek(current, self.pii)
+        else:
+            # pem.peek here is redact(current): deferred, to be redacted a batch at a time.
+            self.unredacted.append(item)
+            if len(self.unredacted) >= _CURSOR_LINE_BATCH:
+                _redact_cursor_lines(self.unredacted, self.pii)
+        return item
+
+    def unjoin_secret(self, run: TranscriptItem, joined: list[tuple[float, str, str]]) -> None:
+        """Give the keys JOINED to RUN (the last item) their own items again when their text together
+        is something redaction removes: a secret typed a key at a time never stands whole in the
+        transcript (each key alone is too short to redact)."""
+        if redact(run[2], None, self.pii) == run[2]:
+            return
+        run[2] = run[2][: len(run[2]) - sum(len(keys) for _, keys, _ in joined)]
+        for t, keys, current in joined:
+            self.add_key(t, keys, current, [], False)
+
+
+def _typed(data: str, current: str, pii: frozenset[str]) -> str:
+    """Keys as the transcript keeps them: masked after a no-echo prompt (CURRENT, the line under the
+    cursor, ends in one), else redacted."""
+    no_echo = current.rstrip().endswith(":") and NO_ECHO_PROMPT.search(current) is not None
+    return _TYPED.sub("*", data) if no_echo else redact(data, None, pii)
 
 
 def _redact_cursor_lines(items: list[TranscriptItem], pii: frozenset[str]) -> None:
@@ -114,8 +172,11 @@ def _redact_cursor_lines(items: list[TranscriptItem], pii: frozenset[str]) -> No
 def _lines_seen(lines: list[str], handed: list[str]) -> list[str]:
     """Finished screen lines, a password prompt and the prompt printed on its line apart (less one
     handed out already)."""
-    # Only a line with a colon and a prompt's end can hold both; most output lines are passed over here.
-    if not any(": " in ln and ("$ " in ln or "# " in ln or "% " in ln or "> " in ln) for ln in lines):
+    # Only a line with a colon and a prompt's end can hold both; most output lines are passed over here,
+    # most often all at once (": " is in the joined lines only where it is in a line).
+    if ": " not in "\n".join(lines) or not any(
+        ": " in ln and ("$ " in ln or "# " in ln or "% " in ln or "> " in ln) for ln in lines
+    ):
         return lines
     from curation_agents.segment import split_after_no_echo
 

@@ -94,32 +94,41 @@ class _Session:
         self.typing_ahead = False
 
     def finished_lines(self, lines: list[str]) -> None:
-        for line in lines:
-            if self.echo_of is not None:
-                if self._is_echo(line, self.echo_of):
-                    self.echoes_skipped += 1
-                    if self.echoes_skipped >= 2:  # the tty's echo and readline's redraw, at most
-                        self.echo_of = None
-                    continue
-                self.echo_of = None
-            if self.ahead_raw and any(line.rstrip() == raw for raw in self.ahead_raw):
-                self.ahead_raw.remove(line.rstrip())  # the tty's echo of a line typed ahead
-                continue
-            if self.ahead and self._is_echo(line, self.ahead[0]["action"]):
-                # The program's own echo of a command typed ahead: the open turn's output ends here.
-                command = _strip_prompt(line, self.prompt)
-                prompt = line[: len(line) - len(command)]
-                nxt = self.ahead.pop(0)
-                if self.open is not None and prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines:
-                    self.open["action"] += "\n" + command.rstrip()  # a block continued: indentation kept
-                    continue
+        for index, line in enumerate(lines):
+            if self.echo_of is None and not self.ahead_raw and not self.ahead:
+                # No echo awaited: this line and every one after it are the open turn's output, as
+                # finished_line would add them one at a time.
                 if self.open is not None:
-                    self.close(self.open_t, trailing_prompt=prompt)
-                nxt["metadata"]["prompt"] = prompt
-                self.open, self.open_lines = nxt, []
-                continue
+                    self.open_lines.extend(lines[index:])
+                return
+            self.finished_line(line)
+
+    def finished_line(self, line: str) -> None:
+        if self.echo_of is not None:
+            if self._is_echo(line, self.echo_of):
+                self.echoes_skipped += 1
+                if self.echoes_skipped >= 2:  # the tty's echo and readline's redraw, at most
+                    self.echo_of = None
+                return
+            self.echo_of = None
+        if self.ahead_raw and any(line.rstrip() == raw for raw in self.ahead_raw):
+            self.ahead_raw.remove(line.rstrip())  # the tty's echo of a line typed ahead
+            return
+        if self.ahead and self._is_echo(line, self.ahead[0]["action"]):
+            # The program's own echo of a command typed ahead: the open turn's output ends here.
+            command = _strip_prompt(line, self.prompt)
+            prompt = line[: len(line) - len(command)]
+            nxt = self.ahead.pop(0)
+            if self.open is not None and prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines:
+                self.open["action"] += "\n" + command.rstrip()  # a block continued: indentation kept
+                return
             if self.open is not None:
-                self.open_lines.append(line)
+                self.close(self.open_t, trailing_prompt=prompt)
+            nxt["metadata"]["prompt"] = prompt
+            self.open, self.open_lines = nxt, []
+            return
+        if self.open is not None:
+            self.open_lines.append(line)
 
     def _is_echo(self, line: str, command: str) -> bool:
         wanted = command.strip()
@@ -211,6 +220,15 @@ class _Session:
         self.open, self.open_lines = None, []
 
     def feed_input(self, data: str, current_line: str, t: float) -> None:
+        if data.isprintable() and data:
+            # Printable keys only (most items): what feed_keys does with them, at once.
+            if not self.typing:
+                self.start_typing(current_line, t)
+            self.buffer.extend(data)
+            return
+        self.feed_keys(data, current_line, t)
+
+    def feed_keys(self, data: str, current_line: str, t: float) -> None:
         if "\x1b" in data:
             data = _INPUT_ESCAPE.sub("\x00", data)  # arrows and function keys: the echo will tell
         submitted = False  # a line was submitted earlier in this event: what follows is typed ahead

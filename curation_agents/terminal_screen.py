@@ -352,11 +352,20 @@ def render_text(data: str, width: int = 200, height: int = 50) -> str:
 
 
 _HAS_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]")
+_CONTROL_ASCII = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])  # _HAS_CONTROL less U+009B
+
+
+def _has_control(text: str) -> bool:
+    """`_HAS_CONTROL.search(text) is not None`; ASCII text by deleting the control bytes, several times
+    faster than the regex on long tool output."""
+    if text.isascii():
+        return len(text.encode("ascii").translate(None, _CONTROL_ASCII)) != len(text)
+    return _HAS_CONTROL.search(text) is not None
 
 
 def clean_tool_output(text: str) -> str:
     """Normalise tool-log text: CRLF to LF, and terminal escapes rendered only when present."""
-    if _HAS_CONTROL.search(text) is None:
+    if not _has_control(text):
         return text
     without_crlf = text.replace("\r\n", "\n")
     if _HAS_CONTROL.search(without_crlf) is None:

@@ -33,6 +33,8 @@ HARNESS_REJECTION = re.compile(
     r")"
 )
 _MAX_GARBAGE_CHECK = 4096
+# The characters is_garbage_action counts that ASCII text can hold: controls but tab, LF and CR.
+_GARBAGE_ASCII = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)])
 
 
 def is_empty_action(turn: Turn) -> bool:
@@ -92,7 +94,10 @@ def is_garbage_action(action: Action) -> bool:
         args = call.get("arguments")
         if isinstance(args, dict) and set(args) == {"raw"}:
             return True  # the arguments string was not JSON: the call could not be dispatched
-    bad = sum(1 for ch in text if (ch < " " and ch not in "\n\t\r") or ch == "\ufffd")
+    if text.isascii():  # no U+FFFD: count the control bytes by deleting them
+        bad = len(text) - len(text.encode("ascii").translate(None, _GARBAGE_ASCII))
+    else:
+        bad = sum(1 for ch in text if (ch < " " and ch not in "\n\t\r") or ch == "\ufffd")
     return bad / len(text) > 0.2
 
 

@@ -13,11 +13,11 @@ from typing import Annotated, Any, TypedDict
 from unittest import mock
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph
 
-from curation_agents import denoise
+from curation_agents import denoise, segment
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.formats.terminal import loads_event_line
 from curation_agents.graph import _depth_exceeds, build_graph
@@ -29,6 +29,8 @@ from curation_agents.redact import (
     _NEEDLE_DFA,
     PII_CLASSES,
     PemBlockFilter,
+    _pii_possible,
+    json_text_is_clean,
     may_contain_secret,
     redact,
     redact_lines,
@@ -36,6 +38,7 @@ from curation_agents.redact import (
 from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, record_ref
 from curation_agents.score import BINARY_NOISE, _binary_noise_count
 from curation_agents.terminal_screen import TerminalScreen
+from schemas import Action, ActionKind, ObservationFormat
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -232,6 +235,32 @@ def test_needle_dfa_finds_what_the_needle_regex_finds(text: str) -> None:
     lowered = text.lower()
     if text.isascii():  # the pre-check uses the needles on ASCII text only
         assert (_NEEDLE_DFA.search(lowered) is None) == (_NEEDLE.search(lowered) is None)
+
+
+def _json_text_is_clean_check_by_check(source: bytes, pii: frozenset[str]) -> bool:
+    """json_text_is_clean's definition, one pre-check after another (its one-pass scan stands in for it)."""
+    if b"\\u" in source or b"\\/" in source or not source.isascii():
+        return False
+    text = source.decode("ascii")
+    return not may_contain_secret(text) and not any(
+        kind in pii and _pii_possible(text, kind) for kind in PII_CLASSES
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([*_FRAGMENTS, "SG.", "sg.", "Pass", "KEY", "\\u00e9", "\\/", "\\n", '"', "é"])
+        | st.sampled_from(["+1", "(415)", "-555-0100", ".555.0100", ".1.2", ":ab:", "a@b.c", "@box:"])
+        | st.text(alphabet=st.characters(max_codepoint=127), max_size=4),
+        max_size=10,
+    ).map(lambda parts: "".join(parts).encode()),
+    st.sampled_from([frozenset(), frozenset({"email"}), frozenset({"phone"}), frozenset(PII_CLASSES)]),
+)
+@example(b'{"url": "https://me@host"}', frozenset())
+@example(b'{"key": "SG.x"}', frozenset())
+def test_json_text_prechecks_in_one_pass_equal_them_one_by_one(source: bytes, pii: frozenset[str]) -> None:
+    assert json_text_is_clean(source, pii) == _json_text_is_clean_check_by_check(source, pii)
 
 
 _pii_sets = st.sampled_from([frozenset(), frozenset({"email", "phone"}), frozenset(PII_CLASSES)])
@@ -507,3 +536,215 @@ def test_asciicast_v2_times_are_rounded_to_microseconds_whatever_their_spelling(
     times = [event[0] for event in parse_asciicast(str(path), Limits())["events"]]
     expected = [round(float(json.loads(token)), 6) for token, _ in tokens]
     assert times == expected and all(type(t) is float for t in times)
+
+
+_cast_lines = st.one_of(
+    st.builds(
+        lambda t, code, text: json.dumps([t, code, text], separators=(",", ":")),
+        st.integers(min_value=-5, max_value=10**6)
+        | st.floats(min_value=-1.0, max_value=1e6, allow_nan=False)
+        | st.sampled_from([1e-7, 2.5e3, 0.1234567, 3.0000001, 2**63, float(2**63)]),
+        st.sampled_from(["o", "i", "r", "q"]),
+        st.text(max_size=12),
+    ),
+    st.sampled_from(
+        [
+            '[1.5, "o", "spaced"]',
+            "",
+            "# a comment",
+            '[1, "o"',
+            '[2, "o", "x"],[3, "o", "y"]',
+            '[[1, "o", "x"]]',
+        ]
+        # An event torn over two lines, the second also holding a whole one: as many events as lines.
+        + ['[1, "o"\n"a"], [2, "o", "b"]']
+        + ['[1,["o"],"x"]', '[true,"o","x"]', '[1,"o",5]', '[18446744073709551615,"o","x"]', '[1,{},"x"]']
+        + ['[1, "o", "x"] ', '[1, "o", "x"]\r', '[1,"o","x",4]', '[1.0000005e2,"i","a"]', "[1,2,3]", "{}"]
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_cast_lines, max_size=30),
+    st.sampled_from([2, 3]),
+    st.booleans(),
+    st.integers(min_value=1, max_value=200) | st.just(1 << 20),
+)
+@example(['[1,"o","a"]', '[0.1234567,"o","b"]', '[2.12345678,"o","c"]'], 2, True, 1 << 20)
+def test_recordings_decoded_a_block_at_a_time_equal_them_decoded_line_by_line(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str], version: int, newline_at_end: bool, block: int
+) -> None:
+    """Blocks of lines decode in one call where every line is a plain event; any line of another form,
+    a block boundary inside a line, or a last line without its newline still gives each line's own
+    reading (the line-by-line reader, the reference)."""
+    from curation_agents.formats import terminal
+    from curation_agents.model import Limits
+
+    body = "\n".join(lines) + ("\n" if newline_at_end and lines else "")
+    path = tmp_path_factory.mktemp("cast") / "blocks.cast"
+    path.write_text(json.dumps({"version": version, "width": 80, "height": 24}) + "\n" + body)
+    expected: list[list[Any]] = []
+    terminal._add_lines(body.encode(), version, 0.0, 0, Limits(), expected)
+    with mock.patch.object(terminal, "_BLOCK_BYTES", block):
+        events = terminal.parse_asciicast(str(path), Limits())["events"]
+    assert repr(events) == repr(expected)
+
+
+@pytest.mark.parametrize("limit", ["max_events", "max_record_bytes"])
+def test_recordings_read_by_blocks_stop_at_the_limit_the_line_reader_stops_at(
+    tmp_path: Path, limit: str
+) -> None:
+    from curation_agents.formats import terminal
+    from curation_agents.model import Limits, StageFailure
+
+    body = "".join(f'[{i}.5, "o", "line {i}"]\n' for i in range(50))
+    path = tmp_path / "long.cast"
+    path.write_text(json.dumps({"version": 2, "width": 80, "height": 24}) + "\n" + body)
+    limits = Limits(**{limit: 20 if limit == "max_events" else 400})
+    with pytest.raises(StageFailure) as line_by_line:
+        terminal._add_lines(body.encode(), 2, 0.0, 0, limits, [])
+    with mock.patch.object(terminal, "_BLOCK_BYTES", 256), pytest.raises(StageFailure) as by_blocks:
+        terminal.parse_asciicast(str(path), limits)
+    assert str(by_blocks.value) == str(line_by_line.value)
+
+
+# -- typing runs -------------------------------------------------------------------------------------
+
+_PROMPTS = ["dev@box:~$ ", "root@host-1.example.org:/srv# ", "Password: ", ">>> ", "... ", "> ", ""]
+_KEYS = ["l", "s", " ", "-", "x", "é", ":", "\t", "\r", "\n", "\x7f", "\x03", "\x04", "\x15", "\x17"]
+_KEYS += ["\x1b[A", "\x1b", "[A", "\x1bO", "A", "ls -la\r", "echo a@b.io", "pass=hunter2hunter2", ""]
+_KEYS += ["echo one\recho two\r"]  # typed ahead: the second line waits for its echo
+_KEYS += [
+    "ghp_",
+    "a1B2c3D4e5F6g7H8",
+    "i9J0a1B2c3D4e5F6g7H8i9J0",
+    "TOKEN=",
+    "bob@example.org",
+]  # secrets in parts
+_OUTPUTS = [
+    "\r\n",
+    "ok\r\n",
+    "\x1b[31mred\x1b[0m\r\n",
+    "\x1b[2J\x1b[H",
+    "\x1b[?1049h~\r\n~",
+    "\x1b[?1049l",
+    "\x08 \x08",
+    "\x1b[K",
+    "Password: dev@box:~$ ",
+    "-----BEGIN RSA PRIVATE KEY-----\r\nMIIEow\r\n",
+    "echo one\r\necho two\r\none\r\n",
+    "dev@box:~$ echo two\r\ntwo\r\n",
+]
+_TYPED_AHEAD = [
+    [0.0, "o", "dev@box:~$ "],
+    [1.0, "i", "echo one\recho two\r"],
+    [2.0, "o", "echo one\r\necho two\r\none\r\ndev@box:~$ echo two\r\ntwo\r\ndev@box:~$ "],
+    [3.0, "i", "x"],
+]
+
+
+@st.composite
+def _session_events(draw: st.DrawFn) -> list[list[Any]]:
+    """A shell-like session: prompts, keys with or without their echo, output and escapes split anywhere."""
+    events: list[list[Any]] = []
+    for step in range(draw(st.integers(min_value=1, max_value=40))):
+        t = float(step)
+        choice = draw(st.integers(min_value=0, max_value=9))
+        if choice == 0:
+            events.append([t, "o", draw(st.sampled_from(_PROMPTS))])
+        elif choice == 1:
+            events.append([t, "o", draw(st.sampled_from(_OUTPUTS))])
+        elif choice == 2:
+            events.append([t, "r", draw(st.sampled_from(["100x30", "20x5", "bad"]))])
+        else:
+            key = draw(st.sampled_from(_KEYS))
+            events.append([t, "i", key])
+            if draw(st.booleans()):
+                events.append([t + 0.5, "o", key.replace("\r", "\r\n")])  # the tty's echo
+    return events
+
+
+class _SessionKeyByKey(segment._Session):
+    """The segmenter reading every key and every finished line on its own (the fast paths' reference)."""
+
+    def finished_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.finished_line(line)
+
+    def feed_input(self, data: str, current_line: str, t: float) -> None:
+        self.feed_keys(data, current_line, t)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_session_events(), st.sampled_from([frozenset({"email", "phone"}), frozenset(PII_CLASSES)]))
+@example([[0.0, "o", "Password: "], [1.0, "i", "x"], [2.0, "o", "dev@box:~$ "], [3.0, "i", "l"]], frozenset())
+@example(_TYPED_AHEAD, frozenset())
+@example(
+    [*_TYPED_AHEAD[:2], [2.0, "o", "echo one\r\none\r\ndev@box:~$ echo two\r\necho two\r\nok\r\n"]],
+    frozenset(),
+)
+def test_typing_runs_in_one_item_segment_as_one_item_per_key(
+    events: list[list[Any]], pii: frozenset[str]
+) -> None:
+    """Printable keys after printable keys join one transcript item, and the segmenter takes printable
+    keys and plain output lines at once; the turns, and the counts, equal those of one item per key,
+    each key and each line read on its own."""
+    counts: Counter[str] = Counter()
+    items = denoise.render_transcript(copy.deepcopy(events), 80, 24, counts, pii)
+    turns = segment.segment_transcript(items, None, counts)
+    reference_counts: Counter[str] = Counter()
+    with (
+        mock.patch.object(denoise, "_MERGE_TYPING", False),
+        mock.patch.object(segment, "_Session", _SessionKeyByKey),
+    ):
+        reference_items = denoise.render_transcript(copy.deepcopy(events), 80, 24, reference_counts, pii)
+        reference = segment.segment_transcript(reference_items, None, reference_counts)
+    assert (turns, counts) == (reference, reference_counts)
+    assert len(items) <= len(reference_items)
+
+
+_control_text = st.text(
+    alphabet=st.sampled_from("ab \n\t\r\x00\x07\x0b\x0c\x0e\x1b\x1f\x7f\x9b\ufffd\u00e9"), max_size=40
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_control_text)
+def test_control_check_by_bytes_matches_the_regex(text: str) -> None:
+    from curation_agents.terminal_screen import _HAS_CONTROL, _has_control
+
+    assert _has_control(text) == (_HAS_CONTROL.search(text) is not None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_control_text, st.sampled_from([k for k in ActionKind if k != ActionKind.TOOL_CALL]))
+def test_garbage_check_by_bytes_counts_what_the_character_loop_counts(text: str, kind: ActionKind) -> None:
+    """is_garbage_action counts control bytes of ASCII text by deleting them; the loop is the reference."""
+    from curation_agents.turn_rules import is_garbage_action
+
+    bad = sum(1 for ch in text if (ch < " " and ch not in "\n\t\r") or ch == "\ufffd")
+    expected = bool(text.strip()) and bad / len(text) > 0.2
+    assert is_garbage_action(Action(kind=kind, text=text)) == expected
+
+
+@pytest.mark.parametrize("kind", [*(k.value for k in ActionKind), ActionKind.TOOL_CALL, "", None, "bogus"])
+@pytest.mark.parametrize("fmt", ["text", "terminal", ObservationFormat.JSON, "", None, "bogus"])
+def test_turns_take_enum_members_from_the_lookup_tables_as_the_enum_calls_give_them(
+    kind: Any, fmt: Any
+) -> None:
+    from curation_agents.align import _turn
+
+    def outcome(fn: Any) -> Any:
+        try:
+            return fn()
+        except ValueError as exc:
+            return type(exc)
+
+    def turn(action_kind: Any, observation_format: Any) -> Any:
+        raw = {"action_kind": action_kind, "observation_format": observation_format, "action": "ls"}
+        return _turn(raw)  # type: ignore[arg-type]
+
+    assert outcome(lambda: turn(kind, "text").action.kind) == outcome(lambda: ActionKind(kind or "command"))
+    expected_format = outcome(lambda: ObservationFormat(fmt or "text"))
+    assert outcome(lambda: turn("command", fmt).observation.format) == expected_format

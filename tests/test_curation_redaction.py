@@ -293,3 +293,12 @@ def test_pii_hints_never_hide_a_match(text: str) -> None:
     for kind in PII_CLASSES:
         if not _pii_possible(text, kind):
             assert _PII[kind].search(text) is None, kind
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["dev", "@", "box", "-", "1", ".", "io", ":", "~$ ", "git"]), max_size=10))
+def test_the_email_hint_never_hides_an_address(fragments: list[str]) -> None:
+    """Prompts hold `user@host:` on every line; the hint asks for a dot after the host's first label."""
+    text = "".join(fragments)
+    if not _pii_possible(text, "email"):
+        assert _PII["email"].search(text) is None

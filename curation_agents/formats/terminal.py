@@ -4,7 +4,9 @@ typescripts with their timing files. The result is an event list for denoise and
 from __future__ import annotations
 
 import functools
+import io
 import json
+import operator
 import os
 import re
 from collections.abc import Callable
@@ -83,8 +85,17 @@ def _is_bad_utf8(data: bytes) -> bool:
     return False
 
 
+# Recordings are read a block of whole lines at a time: a block whose every line is `[time, code, text]`
+# decodes in one orjson call instead of one call and one trip through the loop below per line.
+_BLOCK_BYTES = 1 << 20
+# A v2 time spelled with an exponent or more than 6 decimals, on a line after the first of a block.
+_TIME, _CODE, _TEXT = (operator.itemgetter(i) for i in range(3))
+_INEXACT_TIME = re.compile(rb"\n\[[^,\n]*?(?:[eE]|\.\d{7})")
+
+
 def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
-    """Stream an asciicast file line by line; v3 event times are intervals and are made absolute."""
+    """Stream an asciicast file a block of lines at a time; v3 event times are intervals and are made
+    absolute."""
     events: list[list[Any]] = []
     total = 0
     with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
@@ -100,64 +111,20 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
         width = _dim(header.get("width", term.get("cols")), 80)
         height = _dim(header.get("height", term.get("rows")), 24)
         clock = 0.0
-        max_bytes, max_events, add = limits.max_record_bytes, limits.max_events, events.append
-        for line in iter(functools.partial(fh.readline, max_bytes + 1), b""):
-            total += len(line)
-            if total > max_bytes:
-                raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {max_bytes} bytes")
-            # The common line, `[time, code, text]` between JSON whitespace, as loads_event_line decodes
-            # it (inlined: recordings hold hundreds of thousands of lines); anything else below.
-            try:
-                event = _ORJSON_LOADS(line)
-            except orjson.JSONDecodeError:
-                event = None
-            if (
-                type(event) is list
-                and len(event) == 3
-                and type(event[1]) is str
-                and event[1] in _EVENT_CODES
-                and type(event[2]) is str
-                and (
-                    type(event[0]) is int
-                    or (type(event[0]) is float and -_EXACT_FLOAT_TIME < event[0] < _EXACT_FLOAT_TIME)
-                )
-            ):
-                if version == 3:
-                    clock = clock + event[0]
-                    add([round(clock, 6), event[1], event[2]])
-                else:
-                    # A time written with at most 6 decimals decodes to the double round(t, 6) gives:
-                    # round (a decimal conversion, the costliest call here) only the others.
-                    clock = float(event[0])
-                    head = line[: line.find(b",")]
-                    exact = type(event[0]) is int or (
-                        b"e" not in head and b"E" not in head and len(head) - head.find(b".") <= 7
-                    )
-                    add([clock if exact else round(clock, 6), event[1], event[2]])
-                if len(events) > max_events:
-                    raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
+        while block := fh.read(_BLOCK_BYTES):
+            if block[-1:] != b"\n":
+                block += fh.readline(limits.max_record_bytes + 1)  # the rest of the block's last line
+            whole = block if block[-1:] == b"\n" else block[: block.rfind(b"\n") + 1]
+            decoded = _decode_block(whole) if total + len(block) <= limits.max_record_bytes else None
+            if decoded is None or len(events) + len(decoded) > limits.max_events:
+                # Lines of another shape, or a limit reached: line by line, each line as it is.
+                clock, total = _add_lines(block, version, clock, total, limits, events)
                 continue
-            stripped = line.strip()
-            if not stripped or stripped[:1] == b"#":
-                continue
-            try:
-                event = loads_event_line(stripped)
-            except (ValueError, RecursionError):
-                # A torn last line (recording killed mid-write) is common; anything else is noise we skip.
-                continue
-            if (
-                type(event) is not list
-                or len(event) < 3
-                or type(event[0]) not in _TIME_TYPES
-                or type(event[1]) is not str
-                or event[1] not in _EVENT_CODES
-                or type(event[2]) is not str
-            ):
-                continue  # json decodes to exact types: no subclasses (bool is not in _TIME_TYPES)
-            clock = clock + event[0] if version == 3 else float(event[0])
-            add([round(clock, 6), event[1], event[2]])
-            if len(events) > max_events:
-                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
+            total += len(whole)
+            clock = _add_times(decoded, whole, version, clock)
+            events += decoded
+            if len(whole) < len(block):  # a last line without its newline (a recording cut off)
+                clock, total = _add_lines(block[len(whole) :], version, clock, total, limits, events)
     env = as_dict(header.get("env"))
     harness = "terminal-bench" if any("tmux wait -S" in e[2] for e in events if e[1] == "i") else None
     return {
@@ -175,6 +142,131 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
             **({"harness": harness} if harness else {}),
         },
     }
+
+
+def _is_plain_event(event: Any) -> bool:
+    """Whether a value orjson decoded is an event `[time, code, text]` exactly as json.loads decodes it."""
+    return (
+        type(event) is list
+        and len(event) == 3
+        and type(event[1]) is str
+        and event[1] in _EVENT_CODES
+        and type(event[2]) is str
+        and (
+            type(event[0]) is int
+            or (type(event[0]) is float and -_EXACT_FLOAT_TIME < event[0] < _EXACT_FLOAT_TIME)
+        )
+    )
+
+
+def _decode_block(block: bytes) -> list[list[Any]] | None:
+    """The events of BLOCK, whole lines each exactly `[time, code, text]` (no other spacing), with their
+    times as written; None when any line is of another form (then each line is read on its own).
+
+    Each line starts with `[` and ends with `]`, and orjson decodes their joined text to one flat
+    `[time, code, text]` per line: a line can hold neither two events nor part of one, so every line
+    decodes as it would alone.
+    """
+    lines = block.count(b"\n")
+    if block[:1] != b"[" or block[-2:] != b"]\n" or block.count(b"]\n[") != lines - 1:
+        return None
+    try:
+        events: list[list[Any]] = _ORJSON_LOADS(b"[" + block[:-1].replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    if len(events) != lines:
+        return None
+    # _is_plain_event for every event, a field at a time at C speed (map and set, no Python frame per
+    # event); stricter on integer times (within 64 bits signed), whose lines are then read one by one.
+    try:
+        if (
+            set(map(type, events)) != {list}
+            or set(map(len, events)) != {3}
+            or not set(map(_CODE, events)) <= _EVENT_CODES
+            or set(map(type, map(_TEXT, events))) != {str}
+            or not set(map(type, times := list(map(_TIME, events)))) <= _TIME_TYPES
+            or not -_EXACT_FLOAT_TIME < min(times) <= max(times) < _EXACT_FLOAT_TIME
+        ):
+            return None
+    except TypeError:  # an unhashable code (a list or an object)
+        return None
+    return events
+
+
+def _add_times(events: list[list[Any]], block: bytes, version: int, clock: float) -> float:
+    """Make the times of EVENTS (decoded from BLOCK) what the line-by-line reader gives; the clock after."""
+    if version == 3:
+        for event in events:
+            clock = clock + event[0]
+            event[0] = round(clock, 6)
+        return clock
+    head = block[: block.find(b",")]
+    if _INEXACT_TIME.search(block) is None and b"e" not in head and b"E" not in head:
+        # Every time has at most 6 decimals: it is the double round(t, 6) gives (see _add_lines).
+        if len(head) - head.find(b".") <= 7:
+            for event in events:
+                if type(event[0]) is int:
+                    event[0] = float(event[0])
+            return float(events[-1][0])
+    for event in events:
+        event[0] = round(float(event[0]), 6)
+    return float(events[-1][0])
+
+
+def _add_lines(
+    block: bytes, version: int, clock: float, total: int, limits: Limits, events: list[list[Any]]
+) -> tuple[float, int]:
+    """Append the events of BLOCK's lines, one line at a time; (clock, bytes read) after them."""
+    fh = io.BytesIO(block)
+    max_bytes, max_events, add = limits.max_record_bytes, limits.max_events, events.append
+    for line in iter(functools.partial(fh.readline, max_bytes + 1), b""):
+        total += len(line)
+        if total > max_bytes:
+            raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {max_bytes} bytes")
+        # The common line, `[time, code, text]` between JSON whitespace, as loads_event_line decodes
+        # it; anything else below.
+        try:
+            event = _ORJSON_LOADS(line)
+        except orjson.JSONDecodeError:
+            event = None
+        if _is_plain_event(event):
+            if version == 3:
+                clock = clock + event[0]
+                add([round(clock, 6), event[1], event[2]])
+            else:
+                # A time written with at most 6 decimals decodes to the double round(t, 6) gives:
+                # round (a decimal conversion, the costliest call here) only the others.
+                clock = float(event[0])
+                head = line[: line.find(b",")]
+                exact = type(event[0]) is int or (
+                    b"e" not in head and b"E" not in head and len(head) - head.find(b".") <= 7
+                )
+                add([clock if exact else round(clock, 6), event[1], event[2]])
+            if len(events) > max_events:
+                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
+            continue
+        stripped = line.strip()
+        if not stripped or stripped[:1] == b"#":
+            continue
+        try:
+            event = loads_event_line(stripped)
+        except (ValueError, RecursionError):
+            # A torn last line (recording killed mid-write) is common; anything else is noise we skip.
+            continue
+        if (
+            type(event) is not list
+            or len(event) < 3
+            or type(event[0]) not in _TIME_TYPES
+            or type(event[1]) is not str
+            or event[1] not in _EVENT_CODES
+            or type(event[2]) is not str
+        ):
+            continue  # json decodes to exact types: no subclasses (bool is not in _TIME_TYPES)
+        clock = clock + event[0] if version == 3 else float(event[0])
+        add([round(clock, 6), event[1], event[2]])
+        if len(events) > max_events:
+            raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
+    return clock, total
 
 
 def _dim(value: Any, default: int) -> int:
