@@ -18,7 +18,7 @@ from curation_agents.denoise import NO_ECHO_PROMPT
 from curation_agents.formats.common import source_time
 from curation_agents.formats.common import turn as make_turn
 from curation_agents.model import CleanConfig, ParsedRecord, RawTurn
-from curation_agents.redact import marker
+from curation_agents.redact import marker, redact
 
 PROMPT = re.compile(
     r"^(?:\([^)\n]{1,60}\) )?(?:\[[^\]\n]{1,80}\]|[\w.\-]{1,64}@[\w.\-]{1,64})(?::[^\n#$%]{0,200})?\s?[#$%] ?"
@@ -473,6 +473,11 @@ def segment_record(parsed: ParsedRecord, config: CleanConfig, counts: Counter[st
     if parsed.get("transcript") is not None:
         turns = segment_transcript(parsed["transcript"], parsed.get("collected_at"), counts)
         parsed["transcript"] = []
+        pii = frozenset(config.pii)
+        for turn in turns:
+            # A command typed a key at a time stands whole only here: each key alone was too short to
+            # redact. Uncounted, as typed keys are: the secret is counted where the screen shows it.
+            turn["action"] = redact(turn["action"], None, pii)
     else:
         turns = parsed.get("turns", [])
     return split_episodes(turns, config)

@@ -187,6 +187,21 @@ def _write_corpus_inputs(root: Path) -> list[str]:
             [1.1, "o", "ls\r\nnotes\r\n" + p],
         ]
         (root / f"rec-{index}.cast").write_text("\n".join(json.dumps(x) for x in [header, *events]) + "\n")
+        # The secret typed a key at a time: echoed key by key, or typed ahead and echoed after Enter.
+        typed = next((value for _, value in sample.secrets if "\n" not in value), None)
+        if typed is not None:
+            command = f"export {('TOKEN', 'API_KEY', 'DB_PASSWORD')[index % 3]}='{typed}'"
+            echo_each = index % 2 == 0
+            events = [[0.0, "o", p]]
+            for k, key in enumerate(command):
+                events.append([0.1 + 0.01 * k, "i", key])
+                if echo_each:
+                    events.append([0.105 + 0.01 * k, "o", key])
+            end = 0.2 + 0.01 * len(command)
+            events += [[end, "i", "\r"], [end + 0.01, "o", ("" if echo_each else command) + "\r\n" + p]]
+            events += [[end + 0.5, "i", "ls\r"], [end + 0.6, "o", "ls\r\nnotes\r\n" + p]]
+            lines = [header, *events]
+            (root / f"typed-{index}.cast").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     # A record that fails: its detail must not quote a secret either.
     (root / "broken.jsonl").write_text(
         '{"messages": [{"role": "user", "content": "' + secrets[0] + '"}]}\n{oops\n'
