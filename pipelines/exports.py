@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import fs
+
 VERL_SCHEMA = pa.schema(
     [
         pa.field("data_source", pa.string(), False),
@@ -164,7 +166,7 @@ def write_export(out: str, pool: str, part_stem: str, chunks: Iterator[pa.Table]
         FileSystems.mkdirs(folder)
     except OSError:
         pass
-    tmp = FileSystems.join(folder, f".{target.rsplit('/', 1)[1]}.tmp")
+    tmp = fs.temp_beside(target)
     with FileSystems.create(tmp) as fh:
         if pool == "rl":
             writer = pq.ParquetWriter(fh, VERL_SCHEMA, compression="zstd")
@@ -184,7 +186,5 @@ def write_export(out: str, pool: str, part_stem: str, chunks: Iterator[pa.Table]
                 lines = [orjson.dumps(render(r)) for r in chunk.to_pylist()]
                 if lines:
                     fh.write(b"\n".join(lines) + b"\n")
-    if FileSystems.exists(target):
-        FileSystems.delete([target])
-    FileSystems.rename([tmp], [target])
+    fs.publish_file(tmp, target)
     return target

@@ -16,8 +16,10 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from typing import IO, Any
 
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 
@@ -155,3 +157,21 @@ def move_files(sources: list[str], targets: list[str]) -> None:
             os.makedirs(os.path.dirname(t), exist_ok=True)
     if sources:
         FileSystems.rename(sources, targets)
+
+
+def temp_beside(path: str) -> str:
+    """A temporary name next to PATH that no other writer uses. A runner may execute the same bundle
+    twice at once (a retry, a speculative copy, the DaskRunner computing a stage again for a side
+    input): each copy writes its own temporary file and both publish the same content."""
+    folder, name = split(path)
+    return join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+
+
+def publish_file(tmp: str, path: str) -> None:
+    """Move TMP onto PATH, replacing what is there, while another writer may publish PATH too."""
+    if FileSystems.exists(path):
+        try:
+            FileSystems.delete([path])
+        except (BeamIOError, OSError):  # a concurrent writer replaced or removed it first
+            pass
+    FileSystems.rename([tmp], [path])

@@ -73,3 +73,33 @@ def test_a_worker_process_keeps_the_bulk_settings() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True"]
+
+
+def test_copies_of_a_bundle_writing_the_same_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """A runner may run one bundle twice at once (a retry, a speculative copy, the DaskRunner computing
+    a stage again for a side input): every copy publishes the same spill file without failing."""
+    import threading
+
+    import pyarrow as pa
+
+    from pipelines.stages.spill import read_ipc, write_ipc
+
+    table = pa.table({"x": list(range(5000)), "y": [str(i) * 20 for i in range(5000)]})
+    path = str(tmp_path / "runs" / "split-000001.arrow")
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for _ in range(25):
+                write_ipc(path, table)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+    assert read_ipc(path).equals(table)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["split-000001.arrow"]  # no temp file left

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import fs
 from pipelines.config import EVAL_POOL
 from pipelines.rows import ASSIGNMENT_SCHEMA, POOL_SCHEMAS, QUARANTINE_SCHEMA
 from schemas.trajectory import TRAJECTORY_SCHEMA
@@ -65,15 +66,13 @@ def removed_row(record_id: str, input_file: str, stage: str, reason: str, detail
 
 def write_ipc(path: str, table: pa.Table) -> None:
     """Write an intermediate Arrow file atomically (a retried bundle overwrites the same name)."""
-    folder, name = path.rsplit("/", 1)
+    folder, _ = path.rsplit("/", 1)
     mkdirs(folder)
-    tmp = join(folder, f".{name}.tmp")
+    tmp = fs.temp_beside(path)
     with FileSystems.create(tmp) as fh:
         with pa.ipc.new_file(fh, table.schema, options=SPILL_OPTIONS) as writer:
             writer.write_table(table, max_chunksize=1000)  # batches the write stage merges one by one
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
+    fs.publish_file(tmp, path)
 
 
 def read_ipc(path: str, columns: list[str] | None = None) -> pa.Table:

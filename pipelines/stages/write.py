@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import fs
 from pipelines.exports import write_export
 from pipelines.rows import EVAL_TURNS_SCHEMA
 from pipelines.stages import Stage
@@ -70,12 +71,6 @@ def part_stem(shard: int, roll: int) -> str:
     return f"part-{shard:05d}-{roll:03d}"
 
 
-def _publish(tmp: str, final: str) -> None:
-    if FileSystems.exists(final):
-        FileSystems.delete([final])
-    FileSystems.rename([tmp], [final])
-
-
 def write_part(
     element: tuple[tuple[str, int], Iterable[str]], out: str, max_bytes: int = 256 * 1024 * 1024
 ) -> Iterator[tuple[str, int]]:
@@ -96,7 +91,7 @@ def write_part(
             writer.close()
             fh.close()
             stem = stems[-1]
-            _publish(tmp, join(folder, f"{stem}.parquet"))
+            fs.publish_file(tmp, join(folder, f"{stem}.parquet"))
             writer, fh = None, None
 
     rows_per_chunk = 64  # adapted to the rows' size so a chunk stays well below max_bytes
@@ -110,7 +105,7 @@ def write_part(
             roll += 1
         if writer is None:
             stems.append(part_stem(shard, roll))
-            tmp = join(folder, f".{stems[-1]}.parquet.tmp")
+            tmp = fs.temp_beside(join(folder, f"{stems[-1]}.parquet"))
             fh = FileSystems.create(tmp)
             writer = pq.ParquetWriter(fh, schema, compression="zstd", compression_level=3)
             part_bytes = 0
