@@ -32,7 +32,7 @@ from pipelines import fs
 from pipelines.config import PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import exact_key, lsh_bands, normalise, signatures
-from pipelines.runners import drops_output_tags, multi_output, release, runner_for
+from pipelines.runners import drops_output_tags, multi_output, release, runner_for, with_dask_partitions
 from pipelines.stages import all_stages, bulk_gc, stage_of, tune_gc_for_bulk_work
 from pipelines.stages.assign import (
     CountKinds,
@@ -362,7 +362,7 @@ def run_build(
 ) -> None:
     """Run the Beam job to completion on whichever runner `beam_args` name (local FnApiRunner by
     default); `progress` receives the per-stage counters while a remote job runs and at the end."""
-    options = PipelineOptions(beam_args, save_main_session=False)
+    options = PipelineOptions(with_dask_partitions(beam_args), save_main_session=False)
     mkdirs(out)
     p = beam.Pipeline(runner=runner_for(options), options=options)
     build_pipeline(p, inputs, out, cfg)

@@ -63,6 +63,11 @@ def unknown_beam_options(args: list[str]) -> list[str]:
 def drops_output_tags(options: PipelineOptions) -> bool:
     """Whether the runner loses the tags of a multi-output ParDo (Beam 2.77's DaskRunner puts every
     output into one bag), so stages must emit (tag, value) pairs and split them with filters."""
+    return is_dask(options)
+
+
+def is_dask(options: PipelineOptions) -> bool:
+    """Whether the options name Beam's DaskRunner."""
     runner = options.view_as(StandardOptions).runner or ""
     return runner.rsplit(".", 1)[-1] == "DaskRunner"
 
@@ -110,3 +115,38 @@ def release(result: Any) -> None:
     close = getattr(client, "close", None)
     if callable(close):
         close()
+
+
+def with_dask_partitions(args: list[str]) -> list[str]:
+    """On the DaskRunner, split the job's bags into one partition per worker thread unless the user
+    chose (`--dask_npartitions`, `--dask_partition_size`).
+
+    Beam's guess gives a small input (the build's work items: one per input split) one partition, so
+    every stage runs on one worker whatever the cluster's size; more partitions than worker threads
+    repeat each partition's fixed work. The cluster is asked for its thread count; without an address
+    (Beam then starts a local cluster) it is this machine's CPU count.
+    """
+    if not is_dask(PipelineOptions(args)):
+        return args
+    import apache_beam.runners.dask.dask_runner  # noqa: F401  (registers the Dask options parsed below)
+
+    options = PipelineOptions(args)
+    given = options.get_all_options(drop_default=True)
+    if given.get("npartitions") or given.get("partition_size"):
+        return args
+    return [*args, f"--dask_npartitions={dask_threads(given)}"]
+
+
+def dask_threads(given: dict[str, Any]) -> int:
+    """Worker threads of the Dask cluster the options name (this machine's CPUs when they name none)."""
+    import os
+
+    address, scheduler_file = given.get("address"), given.get("scheduler_file")
+    if not address and not scheduler_file:
+        return os.cpu_count() or 1
+    import distributed
+
+    with distributed.Client(
+        address=address, scheduler_file=scheduler_file, timeout=given.get("timeout") or 30
+    ) as client:
+        return max(1, int(sum(client.nthreads().values())))

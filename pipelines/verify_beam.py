@@ -32,7 +32,7 @@ from pipelines import fs
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.inputs import read_knowledge_file
 from pipelines.minhash import band_keys, estimated_jaccard, lsh_bands
-from pipelines.runners import release, runner_for
+from pipelines.runners import release, runner_for, with_dask_partitions
 from pipelines.stages import bulk_gc, tune_gc_for_bulk_work
 from pipelines.stages.spill import ASSIGNMENTS, WORK_DIR
 from pipelines.verify import (
@@ -298,7 +298,7 @@ def run_verify(
     work = fs.join(out, WORK_DIR, f"verify-{uuid.uuid4().hex[:12]}")
     fs.mkdirs(work)
     result_path = fs.join(work, "violations.json")
-    options = PipelineOptions(beam_args, save_main_session=False)
+    options = PipelineOptions(with_dask_partitions(beam_args), save_main_session=False)
     try:
         p = beam.Pipeline(runner=runner_for(options), options=options)
         build_verify_pipeline(p, out, manifest, cfg, tokenizer, check_inputs, driver, result_path)

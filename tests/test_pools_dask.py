@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.runners import with_dask_partitions
 from tests.test_pools_build import build
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -22,6 +23,8 @@ def test_dask_runner_builds_the_same_pools(tmp_path: Path) -> None:
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
         args = [f"--runner={DASK_RUNNER}", f"--dask_client_address={cluster.scheduler_address}"]
+        # One bag partition per worker thread of the cluster, so both workers take part.
+        assert with_dask_partitions(args)[-1] == "--dask_npartitions=2"
         on_dask = build(tmp_path / "in-dask", tmp_path / "dask", args)
         # The runner's client is closed with the job: no thread of it outlives the build.
         assert all(c.status == "closed" for c in distributed.Client._instances)

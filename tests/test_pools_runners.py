@@ -225,3 +225,16 @@ def test_default_runner_is_the_local_fn_api_runner_never_prism(tmp_path: Path, m
     )
     assert result.exit_code == 0, result.output
     assert "reconciles" in result.output
+
+
+def test_dask_jobs_get_one_partition_per_worker_thread_unless_the_user_chose() -> None:
+    import os
+
+    from pipelines.runners import with_dask_partitions
+
+    dask = "--runner=apache_beam.runners.dask.dask_runner.DaskRunner"
+    assert with_dask_partitions([]) == []
+    assert with_dask_partitions(["--direct_num_workers", "2"]) == ["--direct_num_workers", "2"]
+    assert with_dask_partitions([dask]) == [dask, f"--dask_npartitions={os.cpu_count()}"]
+    for chosen in ("--dask_npartitions=3", "--dask_partition_size=50"):
+        assert with_dask_partitions([dask, chosen]) == [dask, chosen]
