@@ -11,7 +11,7 @@ each (the same build of a 10-trajectory input) so throughput can also be read wi
 docs/s of rensa vs datasketch's MinHash with their agreement on a labelled near-duplicate set; peak
 memory of the build at 1x and 10x input; the build on Beam's DaskRunner (LocalCluster) with 1 and 2
 workers; `pools verify` throughput and peak memory at 1x and 10x input. Every ratio is printed from raw wall-clock times, which are
-printed too. The default input (120,000 turns) keeps start-up from dominating; ~3 min on 2 cores.
+printed too. The default input (120,000 turns) keeps start-up from dominating; ~10 min on 2 cores.
 """
 
 from __future__ import annotations
