@@ -16,6 +16,21 @@ import termios
 import time
 from pathlib import Path
 
+# Key scripts the recording tests replay in each format (asciicast, `script` typescripts).
+TYPE_AHEAD_KEYS = ["echo one\recho two\recho three\r"]
+"""Three commands sent at once, before the shell printed anything."""
+REPL_KEYS = [
+    "python3 -q\r",
+    "def f(x):\r",
+    "    return x * 2\r",
+    "\r",
+    "for i in range(2):\r",
+    "    print(f(i))\r",
+    "\r",
+    "exit()\r",
+]
+"""A Python REPL session with indented `def` and `for` bodies."""
+
 
 def _drain(fd: int, events: list[list[object]], start: float, quiet_s: float, limit_s: float) -> bool:
     """Read output until it has been quiet for quiet_s (or limit_s passed); False once the program ended."""

@@ -15,7 +15,7 @@ from curation_agents.denoise import render_transcript
 from curation_agents.formats.terminal import parse_asciicast
 from curation_agents.model import Limits
 from curation_agents.segment import segment_transcript
-from tests.pty_recorder import record
+from tests.pty_recorder import REPL_KEYS, TYPE_AHEAD_KEYS, record
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")]
 BASH = ["bash", "--norc", "--noprofile", "-i"]
@@ -50,22 +50,13 @@ def test_history_recall_and_reverse_search(tmp_path: Path) -> None:
 
 
 def test_type_ahead_gives_one_turn_per_command(tmp_path: Path) -> None:
-    turns = _turns(record(BASH, ["echo one\recho two\recho three\r"], tmp_path / "ahead.cast"))
+    turns = _turns(record(BASH, TYPE_AHEAD_KEYS, tmp_path / "ahead.cast"))
     assert [t["action"] for t in turns] == ["echo one", "echo two", "echo three"]
     assert [t["observation"].split("\n")[0] for t in turns] == ["one", "two", "three"]
 
 
 def test_python_repl_keeps_indentation(tmp_path: Path) -> None:
-    keys = [
-        "python3 -q\r",
-        "def f(x):\r",
-        "    return x * 2\r",
-        "\r",
-        "for i in range(2):\r",
-        "    print(f(i))\r",
-        "\r",
-        "exit()\r",
-    ]
+    keys = REPL_KEYS
     actions = _actions(record(BASH, keys, tmp_path / "repl.cast"))
     assert "def f(x):\n    return x * 2" in actions
     assert "for i in range(2):\n    print(f(i))" in actions

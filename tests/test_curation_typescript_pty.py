@@ -19,7 +19,7 @@ from curation_agents.formats.terminal import parse_typescript
 from curation_agents.model import CleanConfig, Limits
 from curation_agents.runner import CleanRun
 from curation_agents.segment import segment_transcript
-from tests.pty_recorder import record
+from tests.pty_recorder import REPL_KEYS, TYPE_AHEAD_KEYS, record
 
 pytestmark = [
     pytest.mark.slow,
@@ -71,23 +71,14 @@ def test_history_recall_and_reverse_search(tmp_path: Path, mode: str) -> None:
 
 @modes
 def test_type_ahead_gives_one_turn_per_command(tmp_path: Path, mode: str) -> None:
-    turns = _turns(_record(tmp_path, ["echo one\recho two\recho three\r"], mode))
+    turns = _turns(_record(tmp_path, TYPE_AHEAD_KEYS, mode))
     assert [t["action"] for t in turns] == ["echo one", "echo two", "echo three"]
     assert [t["observation"].split("\n")[0] for t in turns] == ["one", "two", "three"]
 
 
 @modes
 def test_python_repl_keeps_indentation(tmp_path: Path, mode: str) -> None:
-    keys = [
-        "python3 -q\r",
-        "def f(x):\r",
-        "    return x * 2\r",
-        "\r",
-        "for i in range(2):\r",
-        "    print(f(i))\r",
-        "\r",
-        "exit()\r",
-    ]
+    keys = REPL_KEYS
     turns = _turns(_record(tmp_path, keys, mode))
     actions = [t["action"] for t in turns]
     assert actions == [
