@@ -30,6 +30,16 @@ REPL_KEYS = [
     "exit()\r",
 ]
 """A Python REPL session with indented `def` and `for` bodies."""
+CLEAR_KEYS = [
+    "echo first\r",
+    "printf 'dev@box:~$ not a command\\n'\r",
+    "clear\r",
+    "echo second\r",
+    "sleep 5 # cut",
+    "\x03",
+    "echo third\r",
+]
+"""Output before a `clear`, a line of output that looks like a prompt, and a command cut by Ctrl-C."""
 
 
 def _drain(fd: int, events: list[list[object]], start: float, quiet_s: float, limit_s: float) -> bool:

@@ -15,7 +15,7 @@ from curation_agents.denoise import render_transcript
 from curation_agents.formats.terminal import parse_asciicast
 from curation_agents.model import Limits
 from curation_agents.segment import segment_transcript
-from tests.pty_recorder import REPL_KEYS, TYPE_AHEAD_KEYS, record
+from tests.pty_recorder import CLEAR_KEYS, REPL_KEYS, TYPE_AHEAD_KEYS, record
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")]
 BASH = ["bash", "--norc", "--noprofile", "-i"]
@@ -71,15 +71,7 @@ def test_no_echo_prompt_hides_the_secret_and_keeps_the_next_prompt(tmp_path: Pat
 
 
 def test_output_only_recording_recovers_commands(tmp_path: Path) -> None:
-    keys = [
-        "echo first\r",
-        "printf 'dev@box:~$ not a command\\n'\r",
-        "clear\r",
-        "echo second\r",
-        "sleep 5 # cut",
-        "\x03",
-        "echo third\r",
-    ]
+    keys = CLEAR_KEYS
     cast = record(BASH, keys, tmp_path / "out-only.cast", with_input=False)
     turns = _turns(cast)
     actions = [t["action"] for t in turns]

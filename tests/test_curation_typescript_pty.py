@@ -19,7 +19,7 @@ from curation_agents.formats.terminal import parse_typescript
 from curation_agents.model import CleanConfig, Limits
 from curation_agents.runner import CleanRun
 from curation_agents.segment import segment_transcript
-from tests.pty_recorder import REPL_KEYS, TYPE_AHEAD_KEYS, record
+from tests.pty_recorder import CLEAR_KEYS, REPL_KEYS, TYPE_AHEAD_KEYS, record
 
 pytestmark = [
     pytest.mark.slow,
@@ -107,15 +107,7 @@ def test_no_echo_prompt_hides_the_secret_and_keeps_the_next_prompt(tmp_path: Pat
 
 @modes
 def test_output_before_clear_is_kept_and_lookalikes_are_not_commands(tmp_path: Path, mode: str) -> None:
-    keys = [
-        "echo first\r",
-        "printf 'dev@box:~$ not a command\\n'\r",
-        "clear\r",
-        "echo second\r",
-        "sleep 5 # cut",
-        "\x03",
-        "echo third\r",
-    ]
+    keys = CLEAR_KEYS
     turns = _turns(_record(tmp_path, keys, mode))
     actions = [t["action"] for t in turns]
     assert actions[0] == "echo first" and turns[0]["observation"].startswith("first")
