@@ -1,7 +1,7 @@
 """Pool-build throughput, MinHash speed/agreement and peak memory, each against a baseline in this run.
 
     .venv/bin/python benchmarks/pools_bench.py [--trajectories 12000] [--turns 10] [--repeats 1]
-        [--memory-base 300]
+        [--memory-base 300] [--skip dask,minhash,memory,verify]
 
 Prints: the wall time and turns/s of the full Beam build (a whole `worldline pools build` process:
 start-up, filters, dedup, rendering, parts, exports, cards) on the default in-process runner (1 worker)
@@ -12,6 +12,8 @@ docs/s of rensa vs datasketch's MinHash with their agreement on a labelled near-
 memory of the build at 1x and 10x input; the build on Beam's DaskRunner (LocalCluster) with 1 and 2
 workers; `pools verify` throughput and peak memory at 1x and 10x input. Every ratio is printed from raw wall-clock times, which are
 printed too. The default input (120,000 turns) keeps start-up from dominating; ~10 min on 2 cores.
+`--skip` leaves parts out, e.g. `--trajectories 36000 --skip dask,minhash,memory,verify` times the
+runners alone where the fixed start-up cost is a small share.
 """
 
 from __future__ import annotations
@@ -267,13 +269,28 @@ def minhash_bench(n_docs: int) -> None:
     )
 
 
+OPTIONAL_PARTS = ("dask", "minhash", "memory", "verify")
+"""Parts after the runner comparison that `--skip` can leave out."""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trajectories", type=int, default=12000)
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=1, help="builds per runner; the best is compared")
     ap.add_argument("--memory-base", type=int, default=300)
+    ap.add_argument(
+        "--skip",
+        default="",
+        help=f"comma-separated parts not to run ({', '.join(OPTIONAL_PARTS)}), e.g. to time the runners "
+        "alone on a large input",
+    )
     args = ap.parse_args()
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if skip - set(OPTIONAL_PARTS):
+        ap.error(
+            f"--skip: unknown part(s) {', '.join(sorted(skip - set(OPTIONAL_PARTS)))}; known: {', '.join(OPTIONAL_PARTS)}"
+        )
     cfg = PoolsConfig.from_dict(CONFIG)
     print(
         f"machine: {os.cpu_count()} CPUs; other work before start: {background_cpu_busy():.0%} of all CPUs busy"
@@ -323,26 +340,33 @@ def main() -> None:
             f"2 workers (multi-process) / 1 worker (default in-process runner): {ip / mp2:.2f}x wall; "
             f"{net(ip, ip_f) / net(mp2, mp2_f):.2f}x without the measured fixed cost"
         )
-        dask = dask_builds(shards, root, args.repeats)
-        print(
-            f"DaskRunner (dask.distributed LocalCluster): 1 worker {dask[1]:.1f} s, 2 workers {dask[2]:.1f} s "
-            f"-> 2 workers / 1 worker {dask[1] / dask[2]:.2f}x wall; default runner / DaskRunner 1 worker "
-            f"{dask[1] / ip:.2f}x slower"
-        )
-        minhash_bench(2000)
+        if "dask" not in skip:
+            dask = dask_builds(shards, root, args.repeats)
+            print(
+                f"DaskRunner (dask.distributed LocalCluster): 1 worker {dask[1]:.1f} s, 2 workers {dask[2]:.1f} s "
+                f"-> 2 workers / 1 worker {dask[1] / dask[2]:.2f}x wall; default runner / DaskRunner 1 worker "
+                f"{dask[1] / ip:.2f}x slower"
+            )
+        if "minhash" not in skip:
+            minhash_bench(2000)
+        if {"memory", "verify"} <= skip:
+            return
         small, large = root / "m1", root / "m10"
         write_trajectories(small, make_trajectories(args.memory_base, args.turns, seed=1))
         write_trajectories(large, make_trajectories(args.memory_base * 10, args.turns, seed=2))
         m1, m10 = peak_rss_mib(small, root / "mo1"), peak_rss_mib(large, root / "mo10")
-        for label, out, n in (
-            ("1x", root / "mo1", args.memory_base),
-            ("10x", root / "mo10", args.memory_base * 10),
-        ):
-            wall, rss = verify_run(out)
-            print(
-                f"pools verify {label} ({n} traj): {wall:.1f} s wall, {n / wall:,.0f} trajectories/s, "
-                f"peak RSS {rss:,.0f} MiB"
-            )
+        if "verify" not in skip:  # verifies the two builds just measured
+            for label, out, n in (
+                ("1x", root / "mo1", args.memory_base),
+                ("10x", root / "mo10", args.memory_base * 10),
+            ):
+                wall, rss = verify_run(out)
+                print(
+                    f"pools verify {label} ({n} traj): {wall:.1f} s wall, {n / wall:,.0f} trajectories/s, "
+                    f"peak RSS {rss:,.0f} MiB"
+                )
+        if "memory" in skip:
+            return
         print(
             f"peak RSS (default runner, default config): 1x ({args.memory_base} traj) {m1:,.0f} MiB  "
             f"10x {m10:,.0f} MiB  ratio {m10 / m1:.2f} (goal: flat)"

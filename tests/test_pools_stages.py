@@ -104,3 +104,34 @@ def test_copies_of_a_bundle_writing_the_same_file_at_once_all_succeed(tmp_path: 
     assert not errors, errors[:1]
     assert read_ipc(path).equals(table)
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["split-000001.arrow"]  # no temp file left
+
+
+def test_content_hash_is_deterministic_key_order_free_and_content_sensitive() -> None:
+    """Records sharing an id are told apart by this hash: equal content, equal hash (whatever the key
+    order, in any process); any change of a value, a nested value or a type, a different hash; values
+    orjson refuses (integers beyond 64 bits) still hash."""
+    from datetime import UTC, datetime
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from pipelines.stages.dedup import content_hash
+
+    leaf = st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
+    )
+    records = st.dictionaries(
+        st.text(max_size=8), st.recursive(leaf, lambda c: st.lists(c, max_size=3), max_leaves=6), max_size=6
+    )
+
+    @given(records)
+    def check(rec: dict[str, object]) -> None:
+        assert content_hash(rec) == content_hash(dict(reversed(list(rec.items()))))
+        changed = {**rec, "\x00extra": 1}
+        assert content_hash(changed) != content_hash(rec)
+
+    check()
+    base = {"id": "t1", "started_at": datetime(2026, 1, 1, tzinfo=UTC), "turns": [{"text": "ls"}]}
+    assert content_hash(base) != content_hash({**base, "turns": [{"text": "ls "}]})
+    assert len({content_hash({"n": v}) for v in (1, "1", True, 1.0, None, [1])}) == 6
+    assert content_hash({"n": 2**70}) != content_hash({"n": 2**70 + 1})
