@@ -333,3 +333,42 @@ def test_intermediate_files_are_removed_and_exports_mirror_parts(built) -> None:
             for f in m["exports"][folder]
         )
         assert rows_in_exports == sum(pq.read_metadata(p).num_rows for p in parts)
+
+
+def test_records_sharing_an_id_leave_one_row_and_the_rest_are_quarantined(tmp_path: Path) -> None:
+    """Two inputs holding the same id: identical copies collapse into one row; different content under
+    one id keeps exactly one of them (the same one in every build) and quarantines the other as
+    `duplicate_id`; counts reconcile."""
+    from schemas.shards import write_trajectories
+    from schemas.trajectory import SourceKind
+    from tests.pools_data import terminal
+
+    first = [
+        terminal(t, f"g-{t}", SourceKind.INHOUSE, seed) for t, seed in (("same", 1), ("diff", 2), ("solo", 3))
+    ]
+    second = [
+        terminal("same", "g-same", SourceKind.INHOUSE, 1),
+        terminal("diff", "g-diff", SourceKind.INHOUSE, 5),
+    ]
+    write_trajectories(tmp_path / "a", first)
+    write_trajectories(tmp_path / "b", second)
+    cfg = PoolsConfig()
+    inputs = resolve_inputs([str(tmp_path / "a"), str(tmp_path / "b")], [], [], cfg)
+    survivors = []
+    for run in ("one", "two"):
+        out = tmp_path / run
+        run_build(inputs, str(out), cfg, [])
+        assignments = pq.read_table(out / "assignments").column("trajectory_id").to_pylist()
+        assert sorted(assignments) == ["diff", "same", "solo"]
+        removed = pq.read_table(out / "removed").to_pylist()
+        assert [(r["record_id"], r["reason"]) for r in removed] == [("diff", "duplicate_id")]
+        stats = json.loads((out / "_build" / "stats.json").read_text())
+        assert stats["records_in"] == 5 and stats["dropped.duplicate_id"] == 1
+        rows = [
+            r for p in ("cpt", "sft", "rl") if (out / p).exists() for r in pq.read_table(out / p).to_pylist()
+        ]
+        texts = {json.dumps(r.get("messages") or r.get("text")) for r in rows if r["trajectory_id"] == "diff"}
+        kept = [seed for seed in (2, 5) if any(f"notes{seed}_0.txt" in t for t in texts)]
+        assert len(kept) == 1, "exactly one of the two records called `diff` is rendered"
+        survivors.append(kept[0])
+    assert survivors[0] == survivors[1]
