@@ -108,8 +108,8 @@ def test_copies_of_a_bundle_writing_the_same_file_at_once_all_succeed(tmp_path: 
 
 def test_content_hash_is_deterministic_key_order_free_and_content_sensitive() -> None:
     """Records sharing an id are told apart by this hash: equal content, equal hash (whatever the key
-    order, in any process); any change of a value, a nested value or a type, a different hash; values
-    orjson refuses (integers beyond 64 bits) still hash."""
+    order); any change of a value, a nested value or a type, a different hash; values orjson refuses
+    (integers beyond 64 bits, lone surrogates) still hash."""
     from datetime import UTC, datetime
 
     from hypothesis import given
@@ -135,3 +135,4 @@ def test_content_hash_is_deterministic_key_order_free_and_content_sensitive() ->
     assert content_hash(base) != content_hash({**base, "turns": [{"text": "ls "}]})
     assert len({content_hash({"n": v}) for v in (1, "1", True, 1.0, None, [1])}) == 6
     assert content_hash({"n": 2**70}) != content_hash({"n": 2**70 + 1})
+    assert content_hash({"s": "x\ud800"}) != content_hash({"s": "x\ud801"})

@@ -72,7 +72,8 @@ class Fingerprint:
 def content_hash(record: dict[str, Any]) -> str:
     """Hash of a whole record (keys sorted): tells apart records that share an id. Compared only
     within one build, so the serialisation just has to be deterministic; orjson is ~5x faster than
-    json.dumps here, which stays the fallback for what orjson refuses (integers beyond 64 bits)."""
+    json.dumps here, which stays the fallback for what orjson refuses (integers beyond 64 bits, lone
+    surrogates)."""
     try:
         text = orjson.dumps(record, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     except orjson.JSONEncodeError:
