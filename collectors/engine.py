@@ -125,6 +125,28 @@ def image_reference(client: DockerClient, name: str) -> str:
     )
 
 
+_products: dict[str, str] = {}
+_products_lock = threading.Lock()
+
+
+def engine_product(client: DockerClient) -> str:
+    """ "podman" or "docker" for the engine behind `client` (asked once per address)."""
+    key = str(client.api.base_url)
+    with _products_lock:
+        known = _products.get(key)
+    if known is None:
+        known = engine_info(client).product
+        with _products_lock:
+            _products[key] = known
+    return known
+
+
+def docker_remaps_users(client: DockerClient) -> bool:
+    """Whether a Docker daemon runs containers in a user namespace of its own (`userns-remap`)."""
+    options = client.info().get("SecurityOptions") or []
+    return any("name=userns" in str(option) for option in options)
+
+
 _shared_lock = threading.Lock()
 _shared_client: DockerClient | None = None
 

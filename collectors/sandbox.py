@@ -2,7 +2,16 @@
 
 A sandbox has no network unless its task asks for one, memory / CPU / pids limits, a read-only root with
 size-limited tmpfs for the work directory and /tmp (so filling the disk fills only those), and no mount
-of anything on the host. Every live sandbox is tracked so that a crash, SIGTERM or Ctrl-C still removes
+of anything on the host.
+
+Every process in it runs as the unprivileged user `agent` (uid 1000, gid 1000, home /home/agent, a
+tmpfs) unless the task says `"limits": {"root": true}`. On Podman the container gets a user namespace
+of its own (`UsernsMode: auto`, ranges from the `containers` entries of /etc/subuid and /etc/subgid that
+infra/engine.sh creates), so even a root task's uid 0 is an unprivileged host uid. The seccomp profile
+is the engine's default with new namespaces, mounts and ptrace denied (infra/seccomp.json), plus
+no-new-privileges and dropped capabilities. Docker Engine has no per-container user namespace: there a
+task runs as `agent` with the same profile, and a root task is refused unless the daemon remaps users
+(`userns-remap`), because its uid 0 would be the host's. Every live sandbox is tracked so that a crash, SIGTERM or Ctrl-C still removes
 it; containers left by a process that died with SIGKILL are reaped by the next run (`reap_orphans`).
 """
 
@@ -19,6 +28,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import PurePosixPath
 from types import FrameType
 from typing import Any
 
@@ -27,6 +37,7 @@ from docker import DockerClient
 from docker.models.containers import Container
 
 from collectors import engine
+from collectors.engine import REPO_ROOT
 
 LABEL = "worldline.sandbox"
 LABEL_OWNER_PID = "worldline.owner_pid"
@@ -34,6 +45,12 @@ LABEL_OWNER_HOST = "worldline.owner_host"
 LABEL_RUN = "worldline.run"
 LABEL_EXPIRES = "worldline.expires"  # unix time after which the sandbox removes itself
 WORK_DIR = "/work"
+# The sandbox user, created in every image infra/build-images.sh builds (and those built from them).
+SANDBOX_USER = "agent"
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
+SANDBOX_HOME = "/home/agent"
+SECCOMP_PROFILE = REPO_ROOT / "infra" / "seccomp.json"
 
 
 @dataclass(frozen=True)
@@ -53,17 +70,28 @@ class SandboxLimits:
     output_cap_bytes: int = 64 * 1024  # per step, kept in the observation
     flood_limit_bytes: int = 32 * 1024 * 1024  # per step; beyond it the command is interrupted
     helper_timeout_s: float = 60.0  # setup commands, initial-state capture, tool helpers
+    root: bool = False  # run as uid 0 inside the sandbox's user namespace instead of the agent user
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> SandboxLimits:
-        """These limits with a task's `limits` object applied; unknown keys are an error naming the key."""
+        """These limits with a task's `limits` object applied; unknown keys and values of the wrong
+        type are an error naming the key."""
         if not overrides:
             return self
-        known = set(asdict(self))
-        unknown = sorted(set(overrides) - known)
+        known = asdict(self)
+        unknown = sorted(set(overrides) - set(known))
         if unknown:
             raise ValueError(
                 f"limits: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
             )
+        for key, value in overrides.items():
+            default = known[key]
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            else:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok:
+                kind = "true or false" if isinstance(default, bool) else "a number"
+                raise ValueError(f"limits.{key}: must be {kind}, got {value!r}")
         return replace(self, **overrides)
 
     def to_json(self) -> dict[str, Any]:
@@ -92,6 +120,8 @@ class Sandbox:
     limits: SandboxLimits
     image: str
     name: str
+    user: str = f"{SANDBOX_UID}:{SANDBOX_GID}"  # uid:gid every process of the sandbox runs as
+    home: str = SANDBOX_HOME
     closed: bool = field(default=False)
 
     @classmethod
@@ -103,23 +133,44 @@ class Sandbox:
         *,
         run_label: str = "",
         environment: dict[str, str] | None = None,
+        root: bool | None = None,
     ) -> Sandbox:
-        """Start a container that idles until commands are exec'd into it."""
+        """Start a container that idles until commands are exec'd into it; its processes run as the
+        agent user, or as uid 0 inside its user namespace when `root` (default: `limits.root`)."""
+        as_root = limits.root if root is None else root
         ref = engine.image_reference(client, image)
+        product = engine.engine_product(client)
         name = f"worldline-{uuid.uuid4().hex[:12]}"
+        if as_root and product != "podman" and not engine.docker_remaps_users(client):
+            raise SandboxError(
+                f"sandbox {name} from image {image}: the task asks for root (limits.root), but this Docker "
+                "Engine runs containers without a user namespace, so uid 0 inside would be the host's root; "
+                "run it on Podman (infra/engine.sh) or on a daemon with userns-remap, or drop limits.root"
+            )
         if _LIVE.closing:
             raise SandboxError(f"sandbox {name}: not created, the process is shutting down")
+        user = "0:0" if as_root else f"{SANDBOX_UID}:{SANDBOX_GID}"
+        home = "/root" if as_root else SANDBOX_HOME
+        # Writable directories belong to the user: Podman chowns a tmpfs to the container's user with
+        # `U`; Docker passes uid/gid to the kernel's tmpfs.
+        owned = ",U" if product == "podman" else f",uid={user.split(':')[0]},gid={user.split(':')[1]}"
+        tmpfs = {
+            WORK_DIR: f"size={limits.work_dir_mb}m,mode=0755{owned}",
+            "/tmp": f"size={limits.tmp_mb}m,mode=1777",
+            "/var/tmp": f"size={limits.tmp_mb}m,mode=1777",
+            "/run": f"size={limits.run_mb}m,mode=0755",
+            "/root": "size=16m,mode=0700",
+        }
+        if not as_root:
+            tmpfs[SANDBOX_HOME] = f"size=16m,mode=0700{owned}"
+        user_env = {"HOME": home, "USER": "root" if as_root else SANDBOX_USER}
+        user_env["LOGNAME"] = user_env["USER"]
         _LIVE.begin_create(name)
         try:
-            container = client.containers.run(
-                ref,
+            host_config = client.api.create_host_config(
                 # The main process ends at the time-to-live; auto_remove then deletes the container, so a
                 # sandbox outlives a SIGKILLed runner by at most ttl_s.
-                ["sleep", f"{max(1, int(limits.ttl_s))}"],
                 auto_remove=True,
-                name=name,
-                detach=True,
-                hostname="sandbox",
                 network_mode="bridge" if limits.network else "none",
                 mem_limit=f"{limits.memory_mb}m",
                 memswap_limit=f"{limits.memory_mb}m",  # no swap: memory pressure ends in the OOM killer
@@ -128,19 +179,23 @@ class Sandbox:
                 read_only=True,
                 # The writable paths, declared explicitly so Podman (which adds its own tmpfs on a read-only
                 # root) and Docker (which adds none) give a task the same ones with the same sizes.
-                tmpfs={
-                    WORK_DIR: f"size={limits.work_dir_mb}m,mode=1777",
-                    "/tmp": f"size={limits.tmp_mb}m,mode=1777",
-                    "/var/tmp": f"size={limits.tmp_mb}m,mode=1777",
-                    "/run": f"size={limits.run_mb}m,mode=0755",
-                    "/root": "size=16m,mode=0700",
-                },
+                tmpfs=tmpfs,
                 shm_size=f"{limits.shm_mb}m",
-                working_dir=WORK_DIR,
-                environment={"HOME": "/root", "LANG": "C.UTF-8", **(environment or {})},
                 cap_drop=["NET_RAW", "SYS_ADMIN", "MKNOD", "SYS_PTRACE"],
-                security_opt=["no-new-privileges"],
+                security_opt=["no-new-privileges", seccomp_option(product)],
                 init=True,
+            )
+            if product == "podman":
+                # docker-py only knows "host"; Podman's compat API takes its own modes in the same field.
+                host_config["UsernsMode"] = "auto"
+            created = client.api.create_container(
+                ref,
+                ["sleep", f"{max(1, int(limits.ttl_s))}"],
+                name=name,
+                hostname="sandbox",
+                user=user,
+                working_dir=WORK_DIR,
+                environment={"LANG": "C.UTF-8", **user_env, **(environment or {})},
                 labels={
                     LABEL: "1",
                     LABEL_OWNER_PID: str(os.getpid()),
@@ -148,19 +203,30 @@ class Sandbox:
                     LABEL_RUN: run_label,
                     LABEL_EXPIRES: str(int(time.time() + limits.ttl_s)),
                 },
+                host_config=host_config,
             )
+            client.api.start(created["Id"])
+            container = client.containers.get(created["Id"])
         except (docker.errors.DockerException, OSError) as exc:
             # A half-created container must not outlive the failure.
             _remove_quietly(client, name)
             _LIVE.end_create(name)
             raise SandboxError(
-                f"sandbox {name} from image {image}: the engine refused to start it: {exc}"
+                f"sandbox {name} from image {image}: the engine refused to start it: {exc}{_fix_for(exc)}"
             ) from exc
         except BaseException:
             _remove_quietly(client, name)
             _LIVE.end_create(name)
             raise
-        sandbox = cls(client=client, container=container, limits=limits, image=image, name=name)
+        sandbox = cls(
+            client=client,
+            container=container,
+            limits=replace(limits, root=as_root),
+            image=image,
+            name=name,
+            user=user,
+            home=home,
+        )
         _LIVE.add(sandbox)
         _LIVE.end_create(name)
         if _LIVE.closing:  # a signal arrived while the engine was creating it
@@ -196,25 +262,53 @@ class Sandbox:
         return ExecResult(exit_code=code, output=output, timed_out=timed_out)
 
     def put_files(self, files: Mapping[str, str | bytes], *, base: str = WORK_DIR) -> None:
-        """Write files (paths relative to `base`) into the sandbox through the engine's archive API."""
+        """Write files (paths relative to `base`) into the sandbox, owned by the sandbox's user."""
+        uid, gid = (int(part) for part in self.user.split(":"))
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
+            # The directories above the files are listed too, so their modes do not depend on tar.
+            dirs = sorted({str(parent) for rel in files for parent in PurePosixPath(rel.lstrip("/")).parents})
+            for rel in dirs:
+                if rel != ".":
+                    tar.addfile(_tar_entry(rel, uid, gid, tarfile.DIRTYPE, 0o755))
             for rel, content in files.items():
                 data = content.encode("utf-8") if isinstance(content, str) else content
-                info = tarfile.TarInfo(rel.lstrip("/"))
+                info = _tar_entry(
+                    rel.lstrip("/"), uid, gid, tarfile.REGTYPE, 0o755 if data.startswith(b"#!") else 0o644
+                )
                 info.size = len(data)
-                info.mode = 0o755 if data.startswith(b"#!") else 0o644
                 tar.addfile(info, io.BytesIO(data))
-        # The archive API writes beneath the container's mounts, so stage it in the tmpfs via a shell.
-        staged = self.exec(["mkdir", "-p", base])
-        if staged.exit_code != 0:
-            raise SandboxError(f"sandbox {self.name}: cannot create {base}: {staged.output.strip()}")
+        self.put_tar(buf.getvalue(), base=base)
+
+    def put_tar(self, archive: bytes, *, base: str = WORK_DIR) -> None:
+        """Unpack a tar archive under `base` inside the sandbox, as the sandbox's user.
+
+        `tar` inside the sandbox does it, reading the archive from the exec's stdin: the engine's
+        archive API cannot write into a tmpfs of a container with its own user namespace (Podman's
+        copier fails with EOVERFLOW), and no host process ever resolves a path of the sandbox."""
+        limit = f"{max(0.1, self.limits.helper_timeout_s):g}"
+        script = 'mkdir -p "$0" && exec tar -x -f - -C "$0"'
+        api = self.client.api
         try:
-            ok = self.container.put_archive(base, buf.getvalue())
-        except docker.errors.APIError as exc:
+            exec_id = api.exec_create(
+                self.container.id, ["timeout", "-k", "2", limit, "/bin/sh", "-c", script, base], stdin=True
+            )["Id"]
+            conn = api.exec_start(exec_id, socket=True)
+            sock = getattr(conn, "_sock", conn)
+            try:
+                sock.sendall(archive)
+                sock.shutdown(socket.SHUT_WR)
+                output = _read_exec_stream(sock)
+            finally:
+                sock.close()
+            code = _exec_exit_code(api, exec_id)
+        except (docker.errors.APIError, OSError) as exc:
             raise SandboxError(f"sandbox {self.name}: writing files into {base} failed: {exc}") from exc
-        if not ok:
-            raise SandboxError(f"sandbox {self.name}: the engine refused the archive for {base}")
+        if code != 0:
+            raise SandboxError(
+                f"sandbox {self.name}: writing files into {base} failed (tar exited {code}): "
+                f"{output.strip()[-500:]}"
+            )
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:
@@ -233,6 +327,56 @@ class Sandbox:
 
     def __hash__(self) -> int:
         return hash(self.name)
+
+
+def _read_exec_stream(sock: socket.socket) -> str:
+    """The stdout+stderr of a non-TTY exec: frames of an 8-byte header (stream, size) and the data."""
+    raw = bytearray()
+    while chunk := sock.recv(65536):
+        raw += chunk
+    out, pos = bytearray(), 0
+    while pos + 8 <= len(raw):
+        size = int.from_bytes(raw[pos + 4 : pos + 8], "big")
+        out += raw[pos + 8 : pos + 8 + size]
+        pos += 8 + size
+    return out.decode("utf-8", "replace")
+
+
+def _exec_exit_code(api: Any, exec_id: str) -> int:
+    """An exec's exit code; the engine records it a moment after the stream ends."""
+    for _ in range(100):
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            return int(info["ExitCode"])
+        time.sleep(0.01)
+    return -1
+
+
+def _tar_entry(name: str, uid: int, gid: int, kind: bytes, mode: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.uid, info.gid = kind, mode, uid, gid
+    info.mtime = int(time.time())
+    return info
+
+
+def seccomp_option(product: str) -> str:
+    """The `security_opt` entry for our seccomp profile: Docker takes the profile's JSON text, Podman's
+    compat API a path on the engine's host (this checkout, for the project's local engine)."""
+    if product == "podman":
+        return f"seccomp={SECCOMP_PROFILE}"
+    return "seccomp=" + SECCOMP_PROFILE.read_text()
+
+
+def _fix_for(exc: BaseException) -> str:
+    text = str(exc)
+    if "containers" in text and ("subuid" in text or "mapping" in text or "subgid" in text):
+        return (
+            "; fix: give the engine user-namespace ranges (`infra/engine.sh start` adds "
+            "`containers:2147483647:2147483648` to /etc/subuid and /etc/subgid)"
+        )
+    if "seccomp" in text:
+        return f"; fix: the engine must be able to read {SECCOMP_PROFILE} (infra/make-seccomp-profile.py)"
+    return ""
 
 
 def _remove_quietly(client: DockerClient, ref: str) -> None:

@@ -28,7 +28,24 @@ service_pid() {
   return 1
 }
 
+ensure_subids() {
+  # User-namespace ranges for rootful Podman's `--userns=auto` (collectors/sandbox.py): the
+  # `containers` user owns 2^31 ids above the host's; each sandbox gets 65536 of them. Idempotent.
+  local file
+  for file in /etc/subuid /etc/subgid; do
+    if ! grep -q '^containers:' "$file" 2>/dev/null; then
+      if [ -w "$(dirname "$file")" ]; then
+        echo 'containers:2147483647:2147483648' >>"$file"
+      else
+        echo "engine: $file has no 'containers' range and cannot be written; as root add" \
+          "'containers:2147483647:2147483648' to it" >&2
+      fi
+    fi
+  done
+}
+
 start() {
+  ensure_subids
   if socket_answers; then
     echo "DOCKER_HOST=unix://$SOCKET"
     return 0
