@@ -1,28 +1,45 @@
 #!/usr/bin/python3
-"""AT-SPI bridge for the os domain, run by Debian's system python3 (pyatspi is packaged only there).
+"""The os domain's desktop, run inside its sandbox by Debian's system python3 (pyatspi is packaged only
+there): it starts the desktop, launches the applications, types and clicks with xdotool and reads the
+AT-SPI tree. The collector starts it with `python3 -c SOURCE` in an exec of the sandbox and speaks one
+JSON object per line on its stdin/stdout; that JSON is all that leaves the sandbox.
 
-The collector (in the project's venv) starts this script with the desktop session's DISPLAY and
-DBUS_SESSION_BUS_ADDRESS and speaks one JSON object per line on stdin/stdout:
-
+    {"cmd": "start", "screen": [1280, 800]}        -> {"ok": true, "display": ":0"}
+    {"cmd": "launch", "command": ["gedit", "a.txt"]} -> {"ok": true, "pid": 42} | {"ok": false, "missing": true}
+    {"cmd": "status", "pids": [42]}               -> {"ok": true, "exited": {"42": "the application gedit ..."}}
+    {"cmd": "xdotool", "args": ["key", "Return"]} -> {"ok": true, "rc": 0, "stdout": "", "stderr": ""}
     {"cmd": "apps"}                               -> {"ok": true, "apps": [{"name", "pid", "windows": [...]}]}
     {"cmd": "tree", "pid": 123, "max_nodes": 800} -> {"ok": true, "app": {...}, "nodes": [...], "truncated": false}
     {"cmd": "find", "pid": 123, "role": "menu item", "name": "Save", "hidden": true}
                                                   -> {"ok": true, "matches": [{"path", "role", "name", "bounds", "showing", "actions"}]}
     {"cmd": "do_action", "pid": 123, "path": [0, 2, 1], "action": "click"} -> {"ok": true}
-    {"cmd": "quit"}
+    {"cmd": "quit"}                               (also on end of input: every process started is stopped)
 
-Nodes are a flat pre-order list with `depth`; subtrees that are not showing are skipped, so the tree
-is what is on screen. `path` is the child-index path from the application, used to act on a node.
-This file imports nothing from the project: it must run on the system interpreter alone.
+Every request may carry an "id", echoed in its reply. `start` runs Xvfb (it picks a free display with
+-displayfd), a private session bus and the AT-SPI bus launcher; applications run with HOME (the task's
+files) as their working directory, their output in a log whose tail explains an exit. Nodes are a flat
+pre-order list with `depth`; subtrees that are not showing are skipped, so the tree is what is on screen.
+`path` is the child-index path from the application, used to act on a node. This file imports nothing
+from the project: it must run on the system interpreter alone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import select
+import shutil
+import signal
+import subprocess
 import sys
+import time
 from typing import Any
 
-import pyatspi
+import pyatspi  # connects lazily: the bus address is set by `start` before the first use
+
+STATE_DIR = "/tmp/.desktop"  # runtime dir, config, caches and logs of the session, never the task's files
+AT_SPI_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 
 INTERESTING_STATES = (
     "active",
@@ -36,6 +53,190 @@ INTERESTING_STATES = (
     "modal",
     "indeterminate",
 )
+
+
+class Desktop:
+    """The processes of one session: Xvfb, the bus, the AT-SPI launcher and the applications."""
+
+    def __init__(self) -> None:
+        self.services: list[subprocess.Popen[Any]] = []
+        self.apps: dict[int, tuple[list[str], subprocess.Popen[Any], str]] = {}  # pid -> (command, proc, log)
+
+    def start(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.services:
+            return {"ok": False, "error": "the desktop is already started"}
+        for tool in ("Xvfb", "dbus-daemon", "xdotool"):
+            if shutil.which(tool) is None:
+                return {"ok": False, "error": f"{tool} is not in the sandbox image"}
+        width, height = (int(v) for v in req.get("screen", (1280, 800)))
+        for sub in ("runtime", "config", "cache", "data", "logs"):
+            os.makedirs(f"{STATE_DIR}/{sub}", mode=0o700, exist_ok=True)
+        os.environ.update(
+            {
+                "XDG_RUNTIME_DIR": f"{STATE_DIR}/runtime",
+                "XDG_CONFIG_HOME": f"{STATE_DIR}/config",
+                "XDG_CACHE_HOME": f"{STATE_DIR}/cache",
+                "XDG_DATA_HOME": f"{STATE_DIR}/data",
+                "LANG": "C.UTF-8",
+                "TZ": "UTC",
+                "NO_AT_BRIDGE": "0",
+                "GTK_MODULES": "gail:atk-bridge",
+                "GNOME_ACCESSIBILITY": "1",
+                "GSK_RENDERER": "cairo",
+                "GDK_BACKEND": "x11",
+                "LIBGL_ALWAYS_SOFTWARE": "1",
+            }
+        )
+        read_fd, write_fd = os.pipe()
+        with open(f"{STATE_DIR}/logs/xvfb.log", "wb") as log:
+            xvfb = subprocess.Popen(
+                ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{width}x{height}x24"]
+                + ["-nolisten", "tcp", "-noreset"],
+                pass_fds=(write_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+            )
+        self.services.append(xvfb)
+        os.close(write_fd)
+        # -noreset: an X server resets when its last client disconnects, and a client connecting during
+        # the reset fails. Xvfb writes "N\n", possibly in two writes: read to the newline before closing
+        # the pipe, or its second write hits a closed pipe and it exits.
+        data = b""
+        deadline = time.monotonic() + 15
+        while not data.endswith(b"\n") and time.monotonic() < deadline:
+            ready, _, _ = select.select([read_fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(read_fd, 64) if ready else b""
+            if not chunk:
+                break
+            data += chunk
+        os.close(read_fd)
+        number = data.decode().strip()
+        if not number.isdigit():
+            return {"ok": False, "error": f"Xvfb did not report a display within 15 s: {_tail('xvfb.log')}"}
+        os.environ["DISPLAY"] = f":{number}"
+        deadline = time.monotonic() + 15
+        while _run(["xdotool", "getdisplaygeometry"]).returncode != 0:
+            if time.monotonic() > deadline or xvfb.poll() is not None:
+                return {
+                    "ok": False,
+                    "error": f"the X display does not accept connections: {_tail('xvfb.log')}",
+                }
+            time.sleep(0.05)
+        bus = subprocess.Popen(
+            ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+        )
+        self.services.append(bus)
+        assert bus.stdout is not None
+        ready, _, _ = select.select([bus.stdout.fileno()], [], [], 10)
+        address = bus.stdout.readline().strip() if ready else ""
+        if not address:
+            return {"ok": False, "error": "the D-Bus session bus did not start"}
+        os.environ["DBUS_SESSION_BUS_ADDRESS"] = address
+        self.services.append(
+            subprocess.Popen(
+                [AT_SPI_LAUNCHER, "--launch-immediately"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
+        return {"ok": True, "display": os.environ["DISPLAY"]}
+
+    def launch(self, req: dict[str, Any]) -> dict[str, Any]:
+        command = [str(part) for part in req.get("command") or []]
+        if not command:
+            return {"ok": False, "error": "launch needs a command"}
+        if not self.services:
+            return {"ok": False, "error": "the desktop is not started"}
+        if shutil.which(command[0]) is None:
+            return {"ok": False, "missing": True, "error": f"no command {command[0]!r} on the sandbox's PATH"}
+        log = f"{STATE_DIR}/logs/{os.path.basename(command[0])}-{len(self.apps)}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                command,
+                cwd=os.environ.get("HOME", "/"),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+        self.apps[proc.pid] = (command, proc, log)
+        return {"ok": True, "pid": proc.pid}
+
+    def status(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Why each of the given applications is gone; running ones are not listed."""
+        exited: dict[str, str] = {}
+        for pid in req.get("pids") or list(self.apps):
+            entry = self.apps.get(int(pid))
+            if entry is None:
+                exited[str(pid)] = f"no application with pid {pid} was started"
+                continue
+            command, proc, log = entry
+            code = proc.poll()
+            if code is None:
+                continue
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            tail = _tail(os.path.basename(log), 300)
+            exited[str(pid)] = f"the application {command[0]} {how}" + (f": {tail}" if tail else "")
+        xvfb = self.services[0].poll() if self.services else None
+        reply: dict[str, Any] = {"ok": True, "exited": exited}
+        if xvfb is not None:
+            reply["xvfb"] = f"Xvfb exited with code {xvfb}: {_tail('xvfb.log')}"
+        return reply
+
+    def xdotool(self, req: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = _run(["xdotool", *[str(a) for a in req.get("args", [])]], timeout=20)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "error": "xdotool did not finish within 20 s"}
+        return {"ok": True, "rc": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
+
+    def stop(self) -> None:
+        """Stop every application and service, each with the processes it started."""
+        for proc in [p for _, p, _ in self.apps.values()] + list(reversed(self.services)):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    proc.wait(timeout=2)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self.apps.clear()
+        self.services.clear()
+
+
+def _run(args: list[str], timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _tail(log_name: str, size: int = 800) -> str:
+    try:
+        with open(f"{STATE_DIR}/logs/{log_name}", "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _not_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: other processes of the same user (the task's applications) cannot open this
+    one's /proc entries, so none can write forged replies into its stdout or read its requests."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _states(obj: Any, lenient: bool = False) -> tuple[list[str], bool]:
@@ -258,24 +459,41 @@ def cmd_do_action(req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": bool(action.doAction(index)), "action": names[index]}
 
 
-COMMANDS: dict[str, Any] = {"apps": cmd_apps, "tree": cmd_tree, "find": cmd_find, "do_action": cmd_do_action}
-
-
 def main() -> None:
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            req = json.loads(line)
-            if req.get("cmd") == "quit":
-                break
-            handler = COMMANDS.get(req.get("cmd"))
-            reply = handler(req) if handler else {"ok": False, "error": f"unknown command {req.get('cmd')!r}"}
-        except Exception as exc:  # report every failure to the collector; never die on one request
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+    _not_dumpable()
+    desktop = Desktop()
+    commands: dict[str, Any] = {
+        "start": desktop.start,
+        "launch": desktop.launch,
+        "status": desktop.status,
+        "xdotool": desktop.xdotool,
+        "apps": cmd_apps,
+        "tree": cmd_tree,
+        "find": cmd_find,
+        "do_action": cmd_do_action,
+    }
+    try:
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            req: dict[str, Any] = {}
+            try:
+                req = json.loads(line)
+                if req.get("cmd") == "quit":
+                    break
+                handler = commands.get(str(req.get("cmd")))
+                reply = (
+                    handler(req) if handler else {"ok": False, "error": f"unknown command {req.get('cmd')!r}"}
+                )
+            except Exception as exc:  # report every failure to the collector; never die on one request
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            if isinstance(req, dict) and "id" in req:
+                reply["id"] = req["id"]
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+    finally:
+        desktop.stop()
 
 
 if __name__ == "__main__":

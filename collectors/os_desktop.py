@@ -1,10 +1,16 @@
-"""OS domain: real GTK applications on a private X display, observed through the AT-SPI tree.
+"""OS domain: real GTK applications on a private X display inside a sandbox, observed through the
+AT-SPI tree.
 
-Every task gets its own desktop session, started and stopped here: Xvfb on a free display (it picks
-one itself with -displayfd), a private D-Bus session bus, the AT-SPI bus launcher, and the task's
-applications (gedit, gnome-calculator, ...) with a throw-away HOME. The accessibility tree is read by
-collectors/atspi_helper.py under Debian's /usr/bin/python3 (pyatspi exists only there), a long-lived
-child process speaking JSON lines; the collector itself stays in the venv. Input goes through xdotool.
+Every task gets its own desktop in its own container of the image worldline/desktop
+(infra/build-desktop-image.sh), made by `desktop_sandbox` with the sandbox's limits: no network,
+memory / CPU / pids limits, a read-only root with size-limited tmpfs, the unprivileged sandbox user.
+Inside it collectors/atspi_helper.py (Debian's python3, where pyatspi lives) starts Xvfb, a private
+session bus and the AT-SPI bus, launches the task's applications (gedit, gnome-calculator, ...) with
+the task's files in /work as their home, drives mouse and keyboard with xdotool and reads the tree.
+The collector talks to it in JSON lines over the exec's stdin/stdout, and that JSON is all that crosses
+the boundary: a task that saves to /etc/x or opens /root/... acts on the sandbox's own files, and
+nothing of the host (its files, its X server, its buses, its loopback) is reachable from the desktop.
+Removing the container ends every process of the session.
 
 Observation: the window list of the task's applications, then the focused application's tree as text,
 one node per line, indented: `[id] role "name" (states) value="..." @x,y wxh`. Only what is showing is
@@ -21,19 +27,19 @@ of a closed menu) is activated through its AT-SPI action.
 from __future__ import annotations
 
 import json
-import os
 import re
 import select
-import shutil
-import signal
-import subprocess
-import tempfile
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+import docker.errors
+from docker import DockerClient
+
+from collectors import engine
 from collectors.environment import Check, ResetResult, StepResult, Task, TaskError
 from collectors.gui_common import (
     ActionSyntaxError,
@@ -46,11 +52,14 @@ from collectors.gui_common import (
     state_text,
     tools_from_signatures,
 )
+from collectors.sandbox import WORK_DIR, Sandbox, SandboxLimits
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat
 
-SYSTEM_PYTHON = "/usr/bin/python3"
+DESKTOP_IMAGE = "worldline/desktop"
+BUILD_SCRIPT = "bash infra/build-desktop-image.sh"
 HELPER = Path(__file__).with_name("atspi_helper.py")
-AT_SPI_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+HELPER_PYTHON = "/usr/bin/python3"  # the image's system interpreter, which has pyatspi
+MAX_REPLY_BYTES = 32 << 20  # a tree of MAX_NODES nodes with long text values stays far below
 SCREEN = (1280, 800)
 APP_START_TIMEOUT_S = 30.0
 MAX_NODES = 800
@@ -176,213 +185,201 @@ ACTION_SPACE = ActionSpace(
 
 
 class HelperError(EnvFailure):
-    """The AT-SPI helper process failed (not installed, crashed, timed out)."""
+    """The desktop helper in the sandbox failed (crashed, timed out, answered nonsense)."""
 
 
-class AtspiClient:
-    """The JSON-lines client of atspi_helper.py; one request at a time."""
+def desktop_sandbox(client: DockerClient, limits: SandboxLimits, run_label: str = "") -> Sandbox:
+    """The container one desktop runs in; every container option of the os domain is decided here.
 
-    def __init__(self, env: dict[str, str], timeout_s: float = 20.0) -> None:
+    The sandbox's own isolation (sandbox.py: no network, memory / CPU / pids limits, a read-only root with
+    size-limited tmpfs, dropped capabilities, the sandbox user) with the network forced off, whatever
+    the limits say: a desktop task reaches nothing outside its container."""
+    return Sandbox.create(
+        client, DESKTOP_IMAGE, limits.with_overrides({"network": False}), run_label=run_label
+    )
+
+
+class DesktopHelper:
+    """The JSON-lines client of atspi_helper.py inside the sandbox, over one exec's stdin and stdout;
+    one request at a time. Replies are data from inside the sandbox: each must be a JSON object echoing
+    its request's id, at most MAX_REPLY_BYTES long, or the session fails with HelperError."""
+
+    def __init__(self, sandbox: Sandbox, timeout_s: float = 20.0) -> None:
+        self.sandbox = sandbox
         self.timeout_s = timeout_s
-        self.proc = subprocess.Popen(
-            [SYSTEM_PYTHON, str(HELPER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-            bufsize=1,
-        )
         self._lock = threading.Lock()
+        self._seq = 0
+        self._frames = b""  # bytes of the engine's multiplexed stream not yet split into frames
+        self._stdout = b""
+        self._stderr = b""  # the helper's last stderr bytes, for error messages
+        self._closed = False
+        # The source travels in the exec's argv: no file in the sandbox, which an application could
+        # overwrite, decides what answers the collector.
+        api = sandbox.client.api
+        try:
+            exec_id = api.exec_create(
+                sandbox.container.id,
+                [HELPER_PYTHON, "-c", HELPER.read_text("utf-8")],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                environment={"HOME": WORK_DIR, "LANG": "C.UTF-8"},
+                workdir=WORK_DIR,
+            )["Id"]
+            conn = api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            raise HelperError(f"sandbox {sandbox.name}: cannot start the desktop helper: {exc}") from exc
+        self._sock: socket.socket = getattr(conn, "_sock", conn)
 
-    def call(self, **request: Any) -> dict[str, Any]:
+    def call(self, cmd: str, timeout_s: float | None = None, **request: Any) -> dict[str, Any]:
         with self._lock:
-            if self.proc.poll() is not None or self.proc.stdin is None or self.proc.stdout is None:
-                raise HelperError(f"the AT-SPI helper exited ({self.proc.returncode}): {self._stderr()}")
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout_s)
-            if not ready:
-                raise HelperError(
-                    f"the AT-SPI helper did not answer {request.get('cmd')!r} within {self.timeout_s:.0f} s"
-                )
-            line = self.proc.stdout.readline()
-        if not line:
-            raise HelperError(f"the AT-SPI helper exited: {self._stderr()}")
-        reply: dict[str, Any] = json.loads(line)
+            self._seq += 1
+            seq = self._seq
+            line = json.dumps({"cmd": cmd, "id": seq, **request}) + "\n"
+            try:
+                self._sock.sendall(line.encode("utf-8"))
+            except OSError as exc:
+                raise HelperError(f"the desktop helper is gone ({exc}){self._stderr_tail()}") from exc
+            raw = self._read_line(time.monotonic() + (timeout_s or self.timeout_s), cmd)
+        try:
+            reply = json.loads(raw)
+        except ValueError as exc:
+            raise HelperError(
+                f"the desktop helper answered {cmd!r} with something not JSON: {raw[:200]!r}"
+            ) from exc
+        if not isinstance(reply, dict) or reply.get("id") != seq:
+            raise HelperError(f"the desktop helper's answer to {cmd!r} is not the reply to it: {raw[:200]!r}")
         return reply
 
-    def _stderr(self) -> str:
+    def _read_line(self, deadline: float, cmd: str) -> bytes:
+        while b"\n" not in self._stdout:
+            if len(self._stdout) > MAX_REPLY_BYTES:
+                raise HelperError(f"the desktop helper's answer to {cmd!r} exceeds {MAX_REPLY_BYTES} bytes")
+            remaining = deadline - time.monotonic()
+            ready, _, _ = (
+                select.select([self._sock], [], [], max(0.0, remaining)) if remaining > 0 else ([], [], [])
+            )
+            if not ready:
+                raise HelperError(
+                    f"the desktop helper did not answer {cmd!r} within {self.timeout_s:.0f} s{self._stderr_tail()}"
+                )
+            try:
+                chunk = self._sock.recv(1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise HelperError(f"the desktop helper exited{self._stderr_tail()}")
+            self._frames += chunk
+            self._split_frames()
+        line, _, self._stdout = self._stdout.partition(b"\n")
+        return line
+
+    def _split_frames(self) -> None:
+        """The engine multiplexes stdout and stderr: frames of an 8-byte header (stream, 0, 0, 0, size
+        as 4 bytes big-endian) and the payload."""
+        while len(self._frames) >= 8:
+            size = int.from_bytes(self._frames[4:8], "big")
+            if len(self._frames) < 8 + size:
+                return
+            stream, payload = self._frames[0], self._frames[8 : 8 + size]
+            self._frames = self._frames[8 + size :]
+            if stream == 2:
+                self._stderr = (self._stderr + payload)[-2000:]
+            else:
+                self._stdout += payload
+
+    def _stderr_tail(self) -> str:
+        text = self._stderr.decode("utf-8", "replace").strip()[-500:]
+        return f": {text}" if text else ""
+
+    def shutdown(self) -> None:
+        """Make a blocked call return now (from another thread)."""
         try:
-            if self.proc.poll() is not None and self.proc.stderr is not None:
-                return self.proc.stderr.read()[-500:].strip()
-        except Exception:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
             pass
-        return ""
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                if self.proc.stdin is not None:
-                    self.proc.stdin.write('{"cmd": "quit"}\n')
-                    self.proc.stdin.flush()
-                self.proc.wait(timeout=2)
-            except Exception:
-                self.proc.kill()
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                if stream is not None:
-                    stream.close()
-            except Exception:
-                pass
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._sock.sendall(b'{"cmd": "quit"}\n')
+        except OSError:
+            pass
+        try:
+            self._sock.close()
+        except OSError:
+            pass
 
 
 @dataclass
 class RunningApp:
-    command: list[str]
-    proc: subprocess.Popen[bytes]
-    name: str = ""
-    log: Path | None = None
+    """An application of the session; `pid` is its process id inside the sandbox."""
 
-    def exit_reason(self) -> str | None:
-        code = self.proc.poll()
-        if code is None:
-            return None
-        tail = self.log.read_text("utf-8", "replace")[-300:].strip() if self.log and self.log.exists() else ""
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        return f"the application {self.command[0]} {how}" + (f": {tail}" if tail else "")
+    command: list[str]
+    pid: int
+    name: str = ""
 
 
 @dataclass
 class DesktopSession:
-    """Xvfb + a session bus + the AT-SPI bus, and the applications started in it. Every process is
-    ours (its own process group) and `close` stops them all."""
+    """Xvfb + a session bus + the AT-SPI bus, and the applications started in it, all inside one
+    sandbox; `close` removes the sandbox, which ends every process of the session."""
 
-    home: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="worldline-desktop-")))
+    sandbox: Sandbox
+    helper: DesktopHelper | None = None
     display: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-    procs: list[subprocess.Popen[Any]] = field(default_factory=list)
     apps: list[RunningApp] = field(default_factory=list)
-    atspi: AtspiClient | None = None
+
+    @classmethod
+    def open(cls, client: DockerClient, limits: SandboxLimits, run_label: str = "") -> DesktopSession:
+        """A started session in a fresh sandbox (removed again if the desktop fails to start)."""
+        session = cls(desktop_sandbox(client, limits, run_label))
+        try:
+            return session.start()
+        except BaseException:
+            session.close()
+            raise
 
     def start(self) -> DesktopSession:
-        for tool in ("Xvfb", "dbus-daemon", "xdotool"):
-            if shutil.which(tool) is None:
-                raise EnvFailure(f"{tool} is not installed (run infra/install-system.sh)")
-        if not os.path.exists(AT_SPI_LAUNCHER) or not os.path.exists(SYSTEM_PYTHON):
-            raise EnvFailure(f"{AT_SPI_LAUNCHER} or {SYSTEM_PYTHON} is missing (run infra/install-system.sh)")
-        read_fd, write_fd = os.pipe()
-        with (self.home / "xvfb.log").open("wb") as xvfb_log:
-            xvfb = subprocess.Popen(
-                [
-                    "Xvfb",
-                    "-displayfd",
-                    str(write_fd),
-                    "-screen",
-                    "0",
-                    f"{SCREEN[0]}x{SCREEN[1]}x24",
-                    "-nolisten",
-                    "tcp",
-                    "-noreset",
-                ],
-                pass_fds=(write_fd,),
-                stdout=subprocess.DEVNULL,
-                stderr=xvfb_log,
-                start_new_session=True,
+        self.helper = DesktopHelper(self.sandbox)
+        reply = self.helper.call("start", timeout_s=45, screen=list(SCREEN))
+        if not reply.get("ok"):
+            raise EnvFailure(
+                f"sandbox {self.sandbox.name} ({self.sandbox.image}): the desktop did not start: "
+                f"{reply.get('error')}; rebuild the image with infra/build-desktop-image.sh"
             )
-        self.procs.append(xvfb)
-        os.close(write_fd)
-        # -noreset: an X server resets when its last client disconnects, and a client connecting
-        # during the reset fails ("cannot open display"). Xvfb writes "N\n", possibly in two writes:
-        # read to the newline before closing the pipe, or its second write hits a closed pipe and it exits.
-        data = b""
-        deadline = time.monotonic() + 15
-        while not data.endswith(b"\n") and time.monotonic() < deadline:
-            ready, _, _ = select.select([read_fd], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(read_fd, 64) if ready else b""
-            if not chunk:
-                break
-            data += chunk
-        os.close(read_fd)
-        number = data.decode().strip()
-        if not number.isdigit():
-            raise EnvFailure("Xvfb did not report a display within 15 s")
-        self.display = f":{number}"
-        runtime = self.home / "runtime"
-        runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.home),
-            "DISPLAY": self.display,
-            "XDG_RUNTIME_DIR": str(runtime),
-            "XDG_CONFIG_HOME": str(self.home / ".config"),
-            "XDG_DATA_HOME": str(self.home / ".local/share"),
-            "XDG_CACHE_HOME": str(self.home / ".cache"),
-            "LANG": "C.UTF-8",
-            "TZ": "UTC",
-            "NO_AT_BRIDGE": "0",
-            "GTK_MODULES": "gail:atk-bridge",
-            "GNOME_ACCESSIBILITY": "1",
-            "GSK_RENDERER": "cairo",
-            "GDK_BACKEND": "x11",
-            "LIBGL_ALWAYS_SOFTWARE": "1",
-        }
-        deadline = time.monotonic() + 15
-        while (
-            subprocess.run(["xdotool", "getdisplaygeometry"], env=self.env, capture_output=True).returncode
-            != 0
-        ):
-            if time.monotonic() > deadline or xvfb.poll() is not None:
-                raise EnvFailure(f"the X display {self.display} does not accept connections")
-            time.sleep(0.05)
-        bus = subprocess.Popen(
-            ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=self.env,
-            start_new_session=True,
-            text=True,
-        )
-        self.procs.append(bus)
-        assert bus.stdout is not None
-        ready, _, _ = select.select([bus.stdout.fileno()], [], [], 10)
-        address = bus.stdout.readline().strip() if ready else ""
-        if not address:
-            raise EnvFailure("the D-Bus session bus did not start")
-        self.env["DBUS_SESSION_BUS_ADDRESS"] = address
-        self.procs.append(
-            subprocess.Popen(
-                [AT_SPI_LAUNCHER, "--launch-immediately"],
-                env=self.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        )
-        self.atspi = AtspiClient(self.env)
+        self.display = str(reply.get("display", ""))
         return self
+
+    def put_files(self, files: dict[str, str]) -> None:
+        """The task's files into the desktop's home, the sandbox's /work."""
+        if files:
+            self.sandbox.put_files(files, base=WORK_DIR)
 
     def launch(self, command: list[str], timeout_s: float = APP_START_TIMEOUT_S) -> RunningApp:
         """Start an application and wait until it shows a window on the accessibility bus."""
-        if shutil.which(command[0]) is None:
-            raise EnvFailure(f"the application {command[0]!r} is not installed (no such command on PATH)")
-        log = self.home / f"{Path(command[0]).name}-{len(self.apps)}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                command, cwd=self.home, env=self.env, stdout=out, stderr=out, start_new_session=True
+        helper = self._helper()
+        reply = helper.call("launch", command=command)
+        if reply.get("missing"):
+            raise EnvFailure(
+                f"the application {command[0]!r} is not installed in the desktop image {self.sandbox.image} "
+                "(no such command on its PATH)"
             )
-        app = RunningApp(command=command, proc=proc, log=log)
+        if not reply.get("ok") or not isinstance(reply.get("pid"), int):
+            raise EnvFailure(f"the application {command[0]!r} could not be started: {reply.get('error')}")
+        app = RunningApp(command=command, pid=reply["pid"])
         self.apps.append(app)
-        assert self.atspi is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            reason = app.exit_reason()
+            reason = self.exit_reasons([app]).get(app.pid)
             if reason:
-                xvfb = self.procs[0].poll() if self.procs else None
-                raise EnvFailure(f"{reason} [xvfb {xvfb}: {(self.home / 'xvfb.log').read_text()[-800:]}]")
-            for entry in self.atspi.call(cmd="apps").get("apps", []):
-                if entry.get("pid") == proc.pid and entry.get("windows"):
-                    app.name = entry.get("name") or Path(command[0]).name
+                raise EnvFailure(reason)
+            for entry in helper.call("apps").get("apps", []):
+                if isinstance(entry, dict) and entry.get("pid") == app.pid and entry.get("windows"):
+                    app.name = str(entry.get("name") or Path(command[0]).name)
                     self.focus_app(app)
                     return app
             time.sleep(0.2)
@@ -390,17 +387,40 @@ class DesktopSession:
             f"the application {command[0]} showed no window on the accessibility bus within {timeout_s:.0f} s"
         )
 
+    def exit_reasons(self, apps: list[RunningApp] | None = None) -> dict[int, str]:
+        """Why each of `apps` (default: all) is gone, by pid; a dead X server counts for every app."""
+        apps = self.apps if apps is None else apps
+        if not apps:
+            return {}
+        reply = self._helper().call("status", pids=[a.pid for a in apps])
+        exited = reply.get("exited")
+        if not isinstance(exited, dict):
+            raise HelperError(f"the desktop helper's status reply has no 'exited' object: {str(reply)[:200]}")
+        reasons = {a.pid: str(exited[str(a.pid)]) for a in apps if str(a.pid) in exited}
+        if reply.get("xvfb"):
+            reasons = {
+                a.pid: reasons.get(a.pid, f"the X server of the desktop is gone: {reply['xvfb']}")
+                for a in apps
+            }
+        return reasons
+
     def xdotool(self, *args: str) -> str:
-        result = subprocess.run(["xdotool", *args], env=self.env, capture_output=True, text=True, timeout=20)
-        unknown = re.search(r"No such key name '([^']*)'", result.stderr)
+        reply = self._helper().call("xdotool", args=list(args), timeout_s=30)
+        if not reply.get("ok"):
+            raise HelperError(f"xdotool {' '.join(args[:3])} failed: {reply.get('error')}")
+        unknown = re.search(r"No such key name '([^']*)'", str(reply.get("stderr", "")))
         if unknown:
             raise ActionSyntaxError(
                 f"unknown key {unknown.group(1)!r}; use pyautogui names such as 'enter', 'ctrl', 'f5'"
             )
-        return result.stdout
+        return str(reply.get("stdout", ""))
+
+    def atspi(self, cmd: str, **request: Any) -> dict[str, Any]:
+        """One AT-SPI request (apps, tree, find, do_action) to the helper."""
+        return self._helper().call(cmd, **request)
 
     def windows_of(self, app: RunningApp) -> list[str]:
-        return self.xdotool("search", "--onlyvisible", "--pid", str(app.proc.pid)).split()
+        return self.xdotool("search", "--onlyvisible", "--pid", str(app.pid)).split()
 
     def focus_app(self, app: RunningApp) -> None:
         """Give the keyboard to the app's newest visible window (there is no window manager to do it)."""
@@ -408,34 +428,23 @@ class DesktopSession:
         if windows:
             self.xdotool("windowfocus", "--sync", windows[-1])
 
+    def _helper(self) -> DesktopHelper:
+        if self.helper is None:
+            raise HelperError(f"sandbox {self.sandbox.name}: the desktop is not started")
+        return self.helper
+
+    def interrupt(self) -> None:
+        """Unblock a call from another thread: the helper's socket is shut down, the sandbox removed."""
+        if self.helper is not None:
+            self.helper.shutdown()
+        self.sandbox.close()
+
     def close(self) -> None:
-        if self.atspi is not None:
-            self.atspi.close()
-            self.atspi = None
-        for proc in [a.proc for a in self.apps] + list(reversed(self.procs)):
-            _stop_group(proc)
+        if self.helper is not None:
+            self.helper.close()
+            self.helper = None
         self.apps.clear()
-        self.procs.clear()
-        shutil.rmtree(self.home, ignore_errors=True)
-
-
-def _stop_group(proc: subprocess.Popen[Any]) -> None:
-    """Stop a process we started in its own session, and everything it started."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=3)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.wait(timeout=3)
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            stream.close()
+        self.sandbox.close()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -537,67 +546,65 @@ class DesktopEnvironment(GuiEnvironment):
                 f"{where} (id {task.id}): field 'os.apps' must be a non-empty list of commands, e.g. "
                 '["gedit"] or [["gedit", "notes.txt"]]'
             )
+        cls._check_sandbox_fields(task, where)
+
+    @classmethod
+    def needs_engine(cls, task: Task | None = None) -> bool:
+        return True
+
+    @classmethod
+    def _check_sandbox_fields(cls, task: Task, where: str) -> None:
+        """The task's sandbox fields: no network ever (a task asking for one is refused, not run without
+        it), `limits` the sandbox knows, and files that stay inside the desktop's home."""
+        if task.network or (task.limits or {}).get("network"):
+            raise TaskError(
+                f"{where} (id {task.id}): field 'network' (or 'limits.network'): the os domain's desktop "
+                "sandbox has no network; drop the field"
+            )
+        try:
+            SandboxLimits().with_overrides(task.limits)
+        except ValueError as exc:
+            raise TaskError(f"{where} (id {task.id}): {exc}") from exc
+        for rel in task.files:
+            path = PurePosixPath(rel)
+            if not rel or path.is_absolute() or ".." in path.parts:
+                raise TaskError(
+                    f"{where} (id {task.id}): field 'files' key {rel!r}: a file of the desktop's home must "
+                    "be a relative path that stays inside it (no leading / and no ..)"
+                )
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
-        checks = []
-        for tool, what in (
-            ("Xvfb", "virtual X display"),
-            ("dbus-daemon", "session bus"),
-            ("xdotool", "input"),
-            ("gedit", "GTK text editor"),
-            ("gnome-calculator", "GTK calculator"),
-        ):
-            path = shutil.which(tool)
-            checks.append(
-                Check(
-                    f"{tool} installed ({what})",
-                    path is not None,
-                    path or "not found on PATH",
-                    "sudo infra/install-system.sh",
-                )
-            )
-        checks.append(
-            Check(
-                "AT-SPI bus launcher",
-                os.path.exists(AT_SPI_LAUNCHER),
-                AT_SPI_LAUNCHER,
-                "sudo infra/install-system.sh",
-            )
-        )
+        """The desktop image; everything else the domain needs is inside it."""
+        name = f"image {DESKTOP_IMAGE} (the desktop sandbox: Xvfb, AT-SPI, xdotool, gedit, gnome-calculator)"
+        fix = f"{BUILD_SCRIPT}   (part of `make setup`)"
         try:
-            probe = subprocess.run(
-                [SYSTEM_PYTHON, "-c", "import pyatspi"], capture_output=True, text=True, timeout=30
-            )
-            ok, detail = (
-                probe.returncode == 0,
-                (probe.stderr.strip().splitlines() or ["import pyatspi works"])[-1],
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            ok, detail = False, str(exc)
-        checks.append(Check("pyatspi in the system python3", ok, detail, "sudo infra/install-system.sh"))
-        return checks
+            ref = engine.image_reference(engine.connect(), DESKTOP_IMAGE)
+        except engine.EngineUnavailable:
+            return []  # the engine's own check says so
+        except docker.errors.DockerException as exc:
+            return [Check(name, False, f"missing: {exc}", fix, "os")]
+        return [Check(name, True, ref, domain="os")]
 
     def reset(self, task: Task) -> ResetResult:
         self.task = task
+        self._check_sandbox_fields(task, "task")
         config = task.domain_config("os")
-        self.session = session = DesktopSession()  # assigned first: close() cleans up a half-started one
+        limits = self.options.limits.with_overrides(task.limits)
+        client = self.options.client or engine.shared_client()
+        sandbox = desktop_sandbox(client, limits, self.options.run_label)
+        self.session = session = DesktopSession(sandbox)  # assigned first: close() removes a half-started one
         session.start()
-        for rel, content in task.files.items():
-            path = session.home / rel
-            if not path.resolve().is_relative_to(session.home.resolve()):
-                raise TaskError(f"task {task.id}: file {rel!r} must stay inside the home directory")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content, "utf-8")
+        session.put_files(task.files)
         for app in config.get("apps", []):
             session.launch([app] if isinstance(app, str) else list(app))
-        self.focused_pid = session.apps[0].proc.pid
+        self.focused_pid = session.apps[0].pid
         session.focus_app(session.apps[0])
         self.known_windows = session.windows_of(session.apps[0])
         time.sleep(float(config.get("settle_s", 0.5)))
         text = self._observe()
         self.tracker.reset(state_text(text))
-        running = "\n".join(f"- {a.name} (pid {a.proc.pid}): {' '.join(a.command)}" for a in session.apps)
+        running = "\n".join(f"- {a.name} (pid {a.pid}): {' '.join(a.command)}" for a in session.apps)
         files = "\n".join(f"- ~/{rel}" for rel in sorted(task.files)) or "- (none)"
         initial_state = (
             f"## Desktop\nXvfb {SCREEN[0]}x{SCREEN[1]}, no window manager, AT-SPI accessibility bus\n\n"
@@ -635,6 +642,10 @@ class DesktopEnvironment(GuiEnvironment):
             env_failure=failure,
         )
 
+    def interrupt(self) -> None:
+        if self.session is not None:
+            self.session.interrupt()
+
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
@@ -643,30 +654,36 @@ class DesktopEnvironment(GuiEnvironment):
     # -- observation --------------------------------------------------------------------------------
     def _observe(self) -> str:
         session = self.session
-        assert session is not None and session.atspi is not None
-        apps = session.atspi.call(cmd="apps").get("apps", [])
-        ours = {a.proc.pid: a for a in session.apps}
+        assert session is not None
+        apps = [e for e in session.atspi("apps").get("apps", []) if isinstance(e, dict)]
+        ours = {a.pid: a for a in session.apps}
         window_parts = []
         focused_pid = None
         for entry in apps:
             if entry.get("pid") not in ours:
                 continue
             for win in entry.get("windows", []):
+                states = win.get("states", [])
                 window_parts.append(
-                    f"{entry['name']}: {win['role']} {json.dumps(win['name'], ensure_ascii=False)}"
-                    + (" (active)" if "active" in win.get("states", []) else "")
+                    f"{entry.get('name', '')}: {win.get('role', '')} {json.dumps(win.get('name', ''), ensure_ascii=False)}"
+                    + (" (active)" if "active" in states else "")
                 )
-                if "active" in win.get("states", []):
+                if "active" in states:
                     focused_pid = entry["pid"]
         if focused_pid is None:
             focused_pid = self.focused_pid
         self.focused_pid = focused_pid
         self.shown_windows = sum(len(e.get("windows", [])) for e in apps if e.get("pid") == focused_pid)
-        tree = session.atspi.call(cmd="tree", pid=focused_pid, max_nodes=MAX_NODES)
+        tree = session.atspi("tree", pid=focused_pid, max_nodes=MAX_NODES)
         if not tree.get("ok"):
             body, self.elements = f"(the accessibility tree could not be read: {tree.get('error')})", {}
         else:
-            body, self.elements = render_tree(tree["nodes"])
+            try:
+                body, self.elements = render_tree(tree["nodes"])
+            except (KeyError, TypeError) as exc:
+                raise HelperError(
+                    f"the desktop helper sent a malformed tree ({type(exc).__name__}: {exc})"
+                ) from exc
             if tree.get("truncated"):
                 body += f"\n[worldline: tree truncated at {MAX_NODES} nodes]"
         name = ours[focused_pid].name if focused_pid in ours else "?"
@@ -680,11 +697,8 @@ class DesktopEnvironment(GuiEnvironment):
 
     def _app_failure(self) -> str | None:
         assert self.session is not None
-        for app in self.session.apps:
-            reason = app.exit_reason()
-            if reason:
-                return reason
-        return None
+        reasons = self.session.exit_reasons()
+        return next((reasons[a.pid] for a in self.session.apps if a.pid in reasons), None)
 
     # -- actions ------------------------------------------------------------------------------------
     def _point(self, a: dict[str, Any]) -> tuple[int, int]:
@@ -817,14 +831,14 @@ class DesktopEnvironment(GuiEnvironment):
 
     def _apply_target(self, call: GuiCall) -> dict[str, Any]:
         session = self.session
-        assert session is not None and session.atspi is not None and call.target is not None
+        assert session is not None and call.target is not None
         if call.name not in TARGET_ACTIONS:
             raise ActionSyntaxError(
                 f"the object form supports {', '.join(sorted(TARGET_ACTIONS))}; got {call.name!r}"
             )
         role = call.target.get("role")
         name = call.target.get("name", call.target.get("text"))
-        reply = session.atspi.call(cmd="find", pid=self.focused_pid, role=role, name=name, hidden=True)
+        reply = session.atspi("find", pid=self.focused_pid, role=role, name=name, hidden=True)
         matches = reply.get("matches", []) if reply.get("ok") else []
         if not matches:
             raise ActionSyntaxError(f"no element with role={role!r} name={name!r} in {self._focused_name()}")
@@ -844,9 +858,7 @@ class DesktopEnvironment(GuiEnvironment):
                 raise ActionSyntaxError(
                     f"{role} {name!r} is not showing; only click can activate a hidden element"
                 )
-            done = session.atspi.call(
-                cmd="do_action", pid=self.focused_pid, path=chosen["path"], action="click"
-            )
+            done = session.atspi("do_action", pid=self.focused_pid, path=chosen["path"], action="click")
             if not done.get("ok"):
                 raise ActionSyntaxError(
                     f"{role} {name!r} could not be activated: {done.get('error', 'refused')}"
@@ -860,7 +872,7 @@ class DesktopEnvironment(GuiEnvironment):
     def _focused_name(self) -> str:
         assert self.session is not None
         return next(
-            (a.name for a in self.session.apps if a.proc.pid == self.focused_pid), "the focused application"
+            (a.name for a in self.session.apps if a.pid == self.focused_pid), "the focused application"
         )
 
     def _settle(self) -> dict[str, Any]:
@@ -874,8 +886,8 @@ class DesktopEnvironment(GuiEnvironment):
         remaining one when one closed: with no window manager nobody else does. Runs after each action
         and again before the next, so a dialog that maps late still gets the keys meant for it."""
         assert self.session is not None
-        app = next((a for a in self.session.apps if a.proc.pid == self.focused_pid), None)
-        if app is None or app.exit_reason() is not None:
+        app = next((a for a in self.session.apps if a.pid == self.focused_pid), None)
+        if app is None:
             return
         windows = self.session.windows_of(app)
         new = [w for w in windows if w not in self.known_windows]

@@ -1,47 +1,41 @@
-"""OS domain on a real desktop session: Xvfb + D-Bus + AT-SPI started and stopped by the environment,
-real gedit and gnome-calculator, pyautogui-style actions through xdotool, the AT-SPI tree read by the
-system-python helper; state_changed, a missing and a crashed application, bad input, and
-`collect --env os` with both policies."""
+"""OS domain on a real desktop in a real sandbox: worldline/desktop on the container engine, Xvfb +
+D-Bus + AT-SPI started inside it by the helper, real gedit and gnome-calculator, pyautogui-style
+actions through xdotool, the AT-SPI tree read by the helper in JSON lines; state_changed, a missing and
+a crashed application, bad input, and `collect --env os` with both policies."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
+from docker import DockerClient
 
+from collectors import engine
 from collectors.environment import EnvironmentOptions, Task, TaskError, load_tasks
 from collectors.gui_common import ActionSyntaxError, EnvFailure
-from collectors.os_desktop import (
-    AT_SPI_LAUNCHER,
-    SYSTEM_PYTHON,
-    DesktopEnvironment,
-    DesktopSession,
-    render_tree,
-    xdotool_key,
-)
+from collectors.os_desktop import DESKTOP_IMAGE, DesktopEnvironment, DesktopSession, render_tree, xdotool_key
 from collectors.runner import CollectConfig, collect
+from collectors.sandbox import SandboxLimits
 from schemas import Action, ActionKind, TrajectoryStatus, iter_trajectories
 from tests.fakellm import FakeReply, FakeToolCall
 
-HAVE_DESKTOP = all(shutil.which(t) for t in ("Xvfb", "dbus-daemon", "xdotool", "gedit")) and os.path.exists(
-    AT_SPI_LAUNCHER
-)
-desktop = pytest.mark.skipif(
-    not HAVE_DESKTOP, reason="the desktop stack is installed by infra/install-system.sh"
-)
 EXAMPLES = Path(__file__).resolve().parents[1] / "collectors" / "tasks" / "os_examples.jsonl"
 
 
+@pytest.fixture(scope="module")
+def engine_client() -> DockerClient:
+    # No skip: `make setup` provisions the engine and worldline/desktop, so their absence is a failure.
+    return engine.connect()
+
+
 @pytest.fixture
-def os_env() -> Iterator[DesktopEnvironment]:
-    env = DesktopEnvironment(EnvironmentOptions())
+def os_env(engine_client: DockerClient) -> Iterator[DesktopEnvironment]:
+    env = DesktopEnvironment(EnvironmentOptions(client=engine_client))
     yield env
     env.close()
 
@@ -52,19 +46,29 @@ def act(env: DesktopEnvironment, item: Any) -> Any:
     return env.step(Action(kind=ActionKind.CODE, text=item))
 
 
-def alive(pid: int) -> bool:
+def sandbox_text(env: DesktopEnvironment, path: str) -> str:
+    """A file of the desktop's sandbox (where the task's documents live), or "" when it is missing."""
+    assert env.session is not None
+    result = env.session.sandbox.exec(["cat", path])
+    return result.output if result.exit_code == 0 else ""
+
+
+def wait_for_file(env: DesktopEnvironment, path: str, content: str) -> str:
+    deadline = time.monotonic() + 5
+    while (text := sandbox_text(env, path)) != content and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return text
+
+
+def container_gone(client: DockerClient, name: str) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+        client.containers.get(name)
+    except docker.errors.NotFound:
+        return True
+    return False
 
 
-@desktop
+@pytest.mark.engine
 def test_gedit_typing_menu_and_dialog_are_reflected_in_the_tree(os_env: DesktopEnvironment) -> None:
     task = Task(
         id="g",
@@ -82,11 +86,8 @@ def test_gedit_typing_menu_and_dialog_are_reflected_in_the_tree(os_env: DesktopE
     assert 'frame "*notes.txt (~) - gedit"' in r.observation.text  # the title marks unsaved changes
     r = act(os_env, "pyautogui.hotkey('ctrl', 's')")
     assert 'frame "notes.txt (~) - gedit"' in r.observation.text
-    home = os_env.session.home  # type: ignore[union-attr]
-    deadline = time.monotonic() + 5
-    while (home / "notes.txt").read_text() != "hello worldfirst line\n" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert (home / "notes.txt").read_text() == "hello worldfirst line\n"
+    # The document lives in the sandbox's /work, the desktop's home.
+    assert wait_for_file(os_env, "/work/notes.txt", "hello worldfirst line\n") == "hello worldfirst line\n"
     # The menu by role and name: the popover's items appear in the tree, then a dialog opens.
     r = act(os_env, {"action": "click", "role": "toggle button", "name": "Menu"})
     assert 'push button "Save As…"' in r.observation.text
@@ -95,10 +96,7 @@ def test_gedit_typing_menu_and_dialog_are_reflected_in_the_tree(os_env: DesktopE
     act(os_env, "hotkey('ctrl', 'a')")
     act(os_env, "typewrite('copy.txt')")
     r = act(os_env, "press('enter')")
-    deadline = time.monotonic() + 5
-    while not (home / "copy.txt").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert (home / "copy.txt").read_text() == "hello worldfirst line\n"
+    assert wait_for_file(os_env, "/work/copy.txt", "hello worldfirst line\n") == "hello worldfirst line\n"
     for _ in range(10):  # the title follows the save once gedit has written the file
         r = act(os_env, "wait(0.3)")
         if 'frame "copy.txt (~) - gedit"' in r.observation.text:
@@ -106,8 +104,7 @@ def test_gedit_typing_menu_and_dialog_are_reflected_in_the_tree(os_env: DesktopE
     assert 'frame "copy.txt (~) - gedit"' in r.observation.text
 
 
-@desktop
-@pytest.mark.skipif(shutil.which("gnome-calculator") is None, reason="gnome-calculator is not installed")
+@pytest.mark.engine
 def test_calculator_keyboard_and_element_clicks(os_env: DesktopEnvironment) -> None:
     first = os_env.reset(
         Task(id="c", instruction="x", config={"os": {"apps": ["gnome-calculator"]}})
@@ -124,7 +121,7 @@ def test_calculator_keyboard_and_element_clicks(os_env: DesktopEnvironment) -> N
     assert 'value="9"' in r.observation.text or 'value="849"' in r.observation.text
 
 
-@desktop
+@pytest.mark.engine
 def test_bad_input_missing_element_and_no_change(os_env: DesktopEnvironment) -> None:
     os_env.reset(Task(id="b", instruction="x", config={"os": {"apps": ["gedit"]}}))
     r = act(os_env, "wait(0.2)")
@@ -150,35 +147,36 @@ def test_bad_input_missing_element_and_no_change(os_env: DesktopEnvironment) -> 
             r.observation.text[:300],
         )
         assert r.state_changed is False and r.env_failure is None
-    assert not os.path.exists("/tmp/pwned-by-os-action")
+    assert sandbox_text(os_env, "/tmp/pwned-by-os-action") == ""
     r = act(os_env, "typewrite('still alive')")
     assert 'value="still alive"' in r.observation.text and r.observation.is_error is None
 
 
-@desktop
-def test_crashed_app_is_env_failure_and_close_stops_everything(os_env: DesktopEnvironment) -> None:
+@pytest.mark.engine
+def test_crashed_app_is_env_failure_and_close_removes_the_sandbox(
+    os_env: DesktopEnvironment, engine_client: DockerClient
+) -> None:
     os_env.reset(Task(id="k", instruction="x", config={"os": {"apps": ["gedit"]}}))
     session = os_env.session
     assert session is not None
-    pids = [p.pid for p in session.procs] + [a.proc.pid for a in session.apps]
-    home = session.home
-    os.kill(session.apps[0].proc.pid, signal.SIGKILL)
+    name = session.sandbox.name
+    killed = session.sandbox.exec(["kill", "-9", str(session.apps[0].pid)])
+    assert killed.exit_code == 0, killed.output
     r = act(os_env, "typewrite('x')")
     assert r.env_failure and "gedit was killed by signal 9" in r.env_failure
     os_env.close()
-    assert not any(alive(pid) for pid in pids)
-    assert not home.exists()
+    assert container_gone(engine_client, name)
 
 
-@desktop
-def test_missing_app_is_env_failure(os_env: DesktopEnvironment) -> None:
-    with pytest.raises(EnvFailure, match="'no-such-editor' is not installed"):
+@pytest.mark.engine
+def test_missing_app_is_env_failure(os_env: DesktopEnvironment, engine_client: DockerClient) -> None:
+    with pytest.raises(EnvFailure, match="'no-such-editor' is not installed in the desktop image"):
         os_env.reset(Task(id="m", instruction="x", config={"os": {"apps": ["no-such-editor"]}}))
     session = os_env.session  # the half-started desktop is still ours to stop
     assert session is not None and session.display
-    pids = [p.pid for p in session.procs]
+    name = session.sandbox.name
     os_env.close()
-    assert pids and not any(alive(pid) for pid in pids)
+    assert container_gone(engine_client, name)
 
 
 def test_validate_task_and_doctor() -> None:
@@ -188,9 +186,17 @@ def test_validate_task_and_doctor() -> None:
         DesktopEnvironment.validate_task(Task(id="o2", instruction="x", config={"web": {"start_url": "x"}}))
     for task in load_tasks(EXAMPLES):
         DesktopEnvironment.validate_task(task)
-    checks = {c.name: c for c in DesktopEnvironment.doctor_checks()}
-    assert checks["pyatspi in the system python3"].ok is (os.path.exists(SYSTEM_PYTHON) and HAVE_DESKTOP)
-    assert "gedit installed (GTK text editor)" in checks
+    with pytest.raises(TaskError, match=r"id o3\).*'network'.*no network"):
+        DesktopEnvironment.validate_task(
+            Task(id="o3", instruction="x", network=True, config={"os": {"apps": ["gedit"]}})
+        )
+    with pytest.raises(TaskError, match=r"id o4\).*unknown key\(s\) swap"):
+        DesktopEnvironment.validate_task(
+            Task(id="o4", instruction="x", limits={"swap": 1}, config={"os": {"apps": ["gedit"]}})
+        )
+    assert DesktopEnvironment.needs_engine()
+    (check,) = DesktopEnvironment.doctor_checks()
+    assert check.name.startswith(f"image {DESKTOP_IMAGE}") and check.ok, check.detail
 
 
 def test_render_tree_folds_layout_containers_and_keys_map() -> None:
@@ -234,18 +240,22 @@ def test_render_tree_folds_layout_containers_and_keys_map() -> None:
         xdotool_key("not a key!")
 
 
-@desktop
-def test_desktop_session_picks_its_own_display() -> None:
-    one, two = DesktopSession().start(), DesktopSession().start()
+@pytest.mark.engine
+def test_two_sessions_are_two_sandboxes(engine_client: DockerClient) -> None:
+    one = DesktopSession.open(engine_client, SandboxLimits())
+    two = DesktopSession.open(engine_client, SandboxLimits())
     try:
-        assert one.display != two.display
-        assert one.env["DBUS_SESSION_BUS_ADDRESS"] != two.env["DBUS_SESSION_BUS_ADDRESS"]
+        assert one.sandbox.name != two.sandbox.name and one.sandbox.image == DESKTOP_IMAGE
+        app = one.launch(["gedit"])
+        assert any(a.get("pid") == app.pid and a.get("windows") for a in one.atspi("apps")["apps"])
+        assert not any(a.get("windows") for a in two.atspi("apps")["apps"])  # the other bus has no gedit
     finally:
         one.close()
         two.close()
+    assert container_gone(engine_client, one.sandbox.name) and container_gone(engine_client, two.sandbox.name)
 
 
-@desktop
+@pytest.mark.engine
 @pytest.mark.slow
 def test_collect_os_examples_scripted(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -260,8 +270,7 @@ def test_collect_os_examples_scripted(tmp_path: Path) -> None:
     assert menu.status == TrajectoryStatus.COMPLETE, menu.status_reason
     assert 'file chooser "Save As"' in menu.turns[2].observation.text
     assert 'frame "report.txt (~) - gedit"' in menu.turns[-1].observation.text
-    if shutil.which("gnome-calculator"):
-        assert "84" in by_id["os-calculator"].turns[-1].observation.text
+    assert "84" in by_id["os-calculator"].turns[-1].observation.text
     missing = by_id["os-missing-app"]
     assert missing.status == TrajectoryStatus.ENV_FAILURE and "not installed" in (missing.status_reason or "")
     bad = by_id["os-bad-input"]
@@ -269,7 +278,7 @@ def test_collect_os_examples_scripted(tmp_path: Path) -> None:
     assert [t.observation.is_error for t in bad.turns] == [True] * 6 + [None]
 
 
-@desktop
+@pytest.mark.engine
 def test_collect_os_openai_policy(tmp_path: Path, fake_llm: Any) -> None:
     tasks = tmp_path / "t.jsonl"
     tasks.write_text(json.dumps({"id": "llm", "instruction": "type hi", "os": {"apps": ["gedit"]}}) + "\n")
