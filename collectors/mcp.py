@@ -10,19 +10,25 @@ timeout, or the connection closing because the server died; after the server die
 
 Every episode owns one asyncio event loop (collectors/mcp_client.py), driven from the episode's worker
 thread: `--concurrency N` still means N servers and N episodes at once.
+
+Where servers run: a bundled server that serves state (filesystem, memory, git, sqlite) always runs in a
+worldline/mcp sandbox, and its state is seeded and snapshotted inside that sandbox by
+collectors/mcp_seed.py, so no host process writes, reads or runs task content; a task's own stdio
+server runs in a sandbox too unless the task says `"sandbox": false`, the explicit choice to run that
+command on the collector's machine. Only `time` and `everything` (which take no task content but a
+checked time-zone name) and `url` servers run without a sandbox by default.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
+import re
 import shutil
-import sqlite3
 import sys
-import tarfile
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,7 +42,7 @@ import referencing.exceptions
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from collectors import engine
+from collectors import engine, mcp_seed
 from collectors.environment import (
     Check,
     Environment,
@@ -55,7 +61,8 @@ from collectors.mcp_client import (
     render_error,
     render_tool_result,
 )
-from collectors.mcp_servers import BUNDLED, INSTALL_FIX, SANDBOX_IMAGE, SANDBOX_LAYOUT, Launch
+from collectors.mcp_servers import BUNDLED, INSTALL_FIX, SANDBOX_IMAGE, SANDBOX_LAYOUT, BundledServer, Launch
+from collectors.sandbox import Sandbox
 from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
 
 STDERR_TAIL_CHARS = 1500
@@ -72,6 +79,10 @@ COMMON_KEYS = {
     "start_timeout_s",
     "sandbox",
 }
+# The seeder runs from its source inside the sandbox (python3 -I -c), so the image needs nothing of ours.
+SEED_PROGRAM = Path(mcp_seed.__file__).read_text("utf-8")
+# An IANA time-zone name (Europe/Paris, Etc/GMT+5, UTC): what `mcp.timezone` may be.
+TIMEZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*")
 # What the bridge process needs to find the same container engine as the collector.
 ENGINE_ENV = (
     "WORLDLINE_DOCKER_HOST",
@@ -149,7 +160,8 @@ def _refuse_remote_reference(uri: str) -> Any:
 
 
 class MCPEnvironment(Environment):
-    """One MCP server per episode, seeded in a private workspace folder, driven through the SDK."""
+    """One MCP server per episode, seeded in its sandbox, driven through the SDK; a host folder of the
+    episode's own holds the server's stderr (and is the working directory of a server run here)."""
 
     domain = Domain.MCP
     default_image = SANDBOX_IMAGE
@@ -163,6 +175,7 @@ class MCPEnvironment(Environment):
         self.space = ActionSpace()
         self._stderr: TextIO | None = None
         self._server_died: str | None = None
+        self._served_state = ""
 
     # -- task configuration ----------------------------------------------------------------------
     @classmethod
@@ -187,6 +200,18 @@ class MCPEnvironment(Environment):
                 )
             seed_keys = set(server.seed_keys)
             _check_seed(cfg, at)
+            fixed = sorted(k for k in ("args", "env", "cwd") if k in cfg)
+            if fixed:
+                raise TaskError(
+                    f"{at}: field(s) {', '.join('mcp.' + k for k in fixed)} do not apply to the bundled "
+                    f"{server.name} server, whose command, environment and folders are fixed; drop them "
+                    "(or start your own server with 'mcp.command')"
+                )
+            if server.touches_state and cfg.get("sandbox") is False:
+                raise TaskError(
+                    f"{at}: field 'mcp.sandbox' is false, but the bundled {server.name} server is seeded "
+                    "from the task and always runs in a sandbox; drop 'mcp.sandbox'"
+                )
         unknown = sorted(set(cfg) - COMMON_KEYS - seed_keys)
         if unknown:
             raise TaskError(
@@ -224,13 +249,16 @@ class MCPEnvironment(Environment):
 
     @classmethod
     def sandboxed(cls, task: Task) -> bool:
-        """Whether the task's server runs in a sandbox: by default the bundled servers that serve files
-        or state (filesystem, memory, git, sqlite); `"sandbox": true/false` decides for any stdio server."""
+        """Whether the task's server runs in a sandbox: always for the bundled servers that serve files or
+        state (filesystem, memory, git, sqlite), by default for a task's own stdio server (`"sandbox":
+        false` runs it on this machine, by the task's explicit choice), and for `time` and `everything`
+        only when `"sandbox": true`."""
         cfg = task.domain_config("mcp")
         if "url" in cfg:
             return False
-        default = BUNDLED[cfg["server"]].touches_state if cfg.get("server") in BUNDLED else False
-        return bool(cfg.get("sandbox", default))
+        if cfg.get("server") in BUNDLED:
+            return BUNDLED[cfg["server"]].touches_state or bool(cfg.get("sandbox", False))
+        return bool(cfg.get("sandbox", True))
 
     @classmethod
     def needs_engine(cls, task: Task | None = None) -> bool:
@@ -287,27 +315,51 @@ class MCPEnvironment(Environment):
                     f"task {task.id}: the bundled MCP server {server.name!r} is not installed "
                     f"({server.installed_path()} is missing); run {INSTALL_FIX}"
                 )
-            try:
-                return server.launch(workspace, cfg, SANDBOX_LAYOUT if sandboxed else None)
-            except (ValueError, OSError, sqlite3.Error) as exc:
-                raise MCPServerError(f"task {task.id}: cannot seed the {server.name} server: {exc}") from exc
-        # A custom server runs where the collector runs (relative paths in its arguments mean what they
-        # say) unless the task names a folder.
+            return server.launch(workspace, cfg, SANDBOX_LAYOUT if sandboxed else None)
+        # A custom server on this machine runs where the collector runs (relative paths in its arguments
+        # mean what they say) unless the task names a folder.
         cwd = cfg.get("cwd") or (str(SANDBOX_LAYOUT.workspace) if sandboxed else None)
         return Launch(cfg["command"], list(cfg.get("args", [])), dict(cfg.get("env", {})), cwd)
 
-    def _into_sandbox(self, task: Task, workspace: Path, inside: Launch) -> Launch:
-        """Start the task's sandbox, copy the seeded workspace to /work, and return the launch of the
-        bridge that runs `inside` there over stdio."""
-        sandbox = self._start_sandbox(task)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for path in sorted(workspace.iterdir()):
-                if path.name != "server.stderr":
-                    tar.add(path, arcname=path.name)
+    def _seed(self, task: Task, server: BundledServer, cfg: dict[str, Any], sandbox: Sandbox) -> str:
+        """Seed the server's state inside its sandbox and return the snapshot of it, read there too.
+
+        The host sends the seed as one JSON file (a name of ours, in a tar through the engine's archive
+        API, owned by the sandbox's user) and runs collectors/mcp_seed.py from its source; a seed it refuses (a path leaving
+        the served folder, a `.git` path, an ATTACH...) fails the episode with the seeder's reason."""
+        assert server.seed is not None
+        data = json.dumps(server.seed(cfg), ensure_ascii=False)
+        name = f"worldline-seed-{uuid.uuid4().hex[:12]}.json"
+        sandbox.put_files({name: data}, base="/tmp")
+        workspace = str(SANDBOX_LAYOUT.workspace)
+        result = sandbox.exec(
+            [SANDBOX_LAYOUT.python, "-I", "-c", SEED_PROGRAM, server.name, f"/tmp/{name}", workspace]
+        )
+        answer: dict[str, Any] = {}
+        for line in reversed(result.output.splitlines()):
+            if line.startswith('{"worldline_seed"'):
+                with contextlib.suppress(ValueError):
+                    answer = json.loads(line)
+                break
+        if result.timed_out:
+            raise MCPServerError(
+                f"task {task.id}: seeding the {server.name} server did not finish within "
+                f"{sandbox.limits.helper_timeout_s:g} s (limits.helper_timeout_s)"
+            )
+        if "refused" in answer:
+            raise MCPServerError(f"task {task.id}: the {server.name} seed is refused: {answer['refused']}")
+        if "failed" in answer:
+            raise MCPServerError(f"task {task.id}: cannot seed the {server.name} server: {answer['failed']}")
+        if result.exit_code != 0 or not isinstance(answer.get("snapshot"), str):
+            raise MCPServerError(
+                f"task {task.id}: the {server.name} seeder exited {result.exit_code} in the sandbox: "
+                f"{result.output.strip()[-500:]}"
+            )
+        return str(answer["snapshot"])
+
+    def _bridge(self, sandbox: Sandbox, inside: Launch) -> Launch:
+        """The launch of the bridge that runs `inside` in the sandbox over stdio."""
         target = str(SANDBOX_LAYOUT.workspace)
-        if not sandbox.container.put_archive(target, buf.getvalue()):
-            raise MCPServerError(f"task {task.id}: the engine refused the seeded workspace for {target}")
         bridge_env = {k: os.environ[k] for k in ENGINE_ENV if k in os.environ}
         args = ["-m", "collectors.mcp_bridge", "--workdir", inside.cwd or target]
         for key, value in inside.env.items():
@@ -324,8 +376,13 @@ class MCPEnvironment(Environment):
         sandboxed = self.sandboxed(task)
         launch = None if "url" in cfg else self._launch(task, cfg, self.workspace, sandboxed)
         connect = launch
+        server = BUNDLED.get(cfg.get("server", ""))
+        self._served_state = server.state_note if server is not None else ""
         if sandboxed and launch is not None:
-            connect = self._into_sandbox(task, self.workspace, launch)
+            sandbox = self._start_sandbox(task)
+            if server is not None and server.seed is not None:
+                self._served_state = self._seed(task, server, cfg, sandbox)
+            connect = self._bridge(sandbox, launch)
         self.connection = MCPConnection(
             launch=connect,
             url=cfg.get("url"),
@@ -392,13 +449,16 @@ class MCPEnvironment(Environment):
         if self.sandbox is not None:
             network = "on" if self.sandbox.limits.network else "off"
             lines.append(f"sandbox: image {self.sandbox.image}, network {network}")
+        elif launch is not None and "server" not in cfg:
+            lines.append(
+                "sandbox: none (the task's \"sandbox\": false runs its command on the collector's machine)"
+            )
         caps = init.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
         lines.append(f"capabilities: {json.dumps(caps, sort_keys=True)}")
         lines.append("")
         lines.append("## Served state")
-        if "server" in cfg and self.workspace is not None:
-            layout = SANDBOX_LAYOUT if self.sandbox is not None else None
-            lines.append(BUNDLED[cfg["server"]].snapshot_as_seen(self.workspace, layout))
+        if "server" in cfg:
+            lines.append(self._served_state)
         else:
             lines.append("not inspected (a server started from the task's command or url)")
         return "\n".join(lines)
@@ -509,6 +569,9 @@ def _check_seed(cfg: dict[str, Any], at: str) -> None:
         raise TaskError(
             f"{at}: field 'mcp.commits' must be a list of {{'files': {{...}}, 'message': ...}} objects"
         )
+    zone = cfg.get("timezone")
+    if zone is not None and not (isinstance(zone, str) and len(zone) <= 64 and TIMEZONE_NAME.fullmatch(zone)):
+        raise TaskError(f"{at}: field 'mcp.timezone' must be an IANA time-zone name such as 'Europe/Paris'")
     graph = cfg.get("graph")
     if graph is not None and not (
         isinstance(graph, dict)

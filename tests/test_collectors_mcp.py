@@ -57,7 +57,9 @@ def own_sandboxes(client: DockerClient) -> list[Any]:
 
 
 def custom_task(task_id: str = "custom", **extra: Any) -> Task:
-    cfg = {"command": sys.executable, "args": [TEST_SERVER], "timeout_s": 3, **extra}
+    """The test server, on this machine by the task's explicit choice (a task's command is sandboxed
+    unless it says `"sandbox": false`)."""
+    cfg = {"command": sys.executable, "args": [TEST_SERVER], "timeout_s": 3, "sandbox": False, **extra}
     return Task(id=task_id, instruction="use the test server", config={"mcp": cfg})
 
 
@@ -194,12 +196,31 @@ def test_bundled_server_for_real(server: str, request: pytest.FixtureRequest) ->
 # -- a custom stdio server: every kind of result and failure ---------------------------------------
 
 
+def test_where_servers_run() -> None:
+    """Seeded servers always in a sandbox; a task's own command in one unless it opts out; time and
+    everything (no task content) on this machine unless asked; url servers are only reached."""
+
+    def where(cfg: dict[str, Any]) -> bool:
+        task = Task(id="w", instruction="x", config={"mcp": cfg})
+        MCPEnvironment.validate_task(task)
+        return MCPEnvironment.sandboxed(task)
+
+    assert all(where({"server": s}) for s in ("filesystem", "memory", "git", "sqlite"))
+    assert where({"server": "git", "sandbox": True})
+    assert not where({"server": "time"}) and where({"server": "time", "sandbox": True})
+    assert not where({"server": "everything"})
+    assert where({"command": "my-server"}) and where({"command": "my-server", "sandbox": True})
+    assert not where({"command": "my-server", "sandbox": False})
+    assert not where({"url": "http://127.0.0.1:1/mcp"})
+
+
 def test_custom_server_results_and_failures_are_recorded_as_the_client_got_them() -> None:
     env = MCPEnvironment(EnvironmentOptions())
     try:
         reset = env.reset(custom_task())
         assert reset.action_space.tool_names() == {"echo", "add", "picture", "fail", "slow", "crash"}
         assert "not inspected" in reset.initial_state
+        assert 'sandbox: none (the task\'s "sandbox": false runs its command' in reset.initial_state
         assert "A server for the collector tests." in (reset.action_space.description or "")
 
         added = json.loads(call(env, "add", a=2, b=40).observation.text)
@@ -449,6 +470,17 @@ def test_streamable_http_server(http_server: str) -> None:
         ({"server": "time", "timeout_s": 0}, "'mcp.timeout_s' must be a positive number"),
         ({"server": "time", "files": {"a": "b"}}, r"unknown field\(s\) mcp.files; known here"),
         ({"server": "sqlite", "sql": "DROP TABLE x"}, "'mcp.sql' must be a list of SQL statements"),
+        (
+            {"server": "git", "sandbox": False},
+            "'mcp.sandbox' is false, but the bundled git server is seeded from the task and always runs",
+        ),
+        (
+            {"server": "memory", "env": {"MEMORY_FILE_PATH": "/etc/x.jsonl"}},
+            r"field\(s\) mcp.env do not apply to the bundled memory server",
+        ),
+        ({"server": "filesystem", "args": ["/"], "cwd": "/"}, r"mcp.args, mcp.cwd do not apply"),
+        ({"server": "time", "timezone": "../../etc/passwd"}, "'mcp.timezone' must be an IANA time-zone name"),
+        ({"server": "time", "timezone": "/etc/localtime"}, "'mcp.timezone' must be an IANA"),
     ],
 )
 def test_invalid_mcp_configuration_names_task_field_and_fix(cfg: dict[str, Any], message: str) -> None:
@@ -469,7 +501,7 @@ def test_failing_servers_become_env_failures_and_the_run_continues(tmp_path: Pat
         {
             "id": "no-such-program",
             "instruction": "x",
-            "mcp": {"command": "/nonexistent/mcp-server"},
+            "mcp": {"command": "/nonexistent/mcp-server", "sandbox": False},
             "actions": [{"name": "a", "arguments": {}}],
         },
         {
@@ -478,13 +510,14 @@ def test_failing_servers_become_env_failures_and_the_run_continues(tmp_path: Pat
             "mcp": {
                 "command": sys.executable,
                 "args": ["-c", "import sys; sys.stderr.write('bad config\\n'); sys.exit(2)"],
+                "sandbox": False,
             },
             "actions": [{"name": "a", "arguments": {}}],
         },
         {
             "id": "dies-mid-episode",
             "instruction": "x",
-            "mcp": {"command": sys.executable, "args": [TEST_SERVER]},
+            "mcp": {"command": sys.executable, "args": [TEST_SERVER], "sandbox": False},
             "actions": [
                 {"name": "echo", "arguments": {"text": "1"}},
                 {"name": "crash", "arguments": {}},
@@ -494,7 +527,7 @@ def test_failing_servers_become_env_failures_and_the_run_continues(tmp_path: Pat
         {
             "id": "fine",
             "instruction": "x",
-            "mcp": {"command": sys.executable, "args": [TEST_SERVER]},
+            "mcp": {"command": sys.executable, "args": [TEST_SERVER], "sandbox": False},
             "actions": [
                 {"name": "add", "arguments": {"a": 1, "b": "x"}},
                 {"name": "echo", "arguments": {"text": "ok"}},
@@ -533,7 +566,7 @@ def test_episode_deadline_ends_a_blocked_tool_call_and_the_run_goes_on(tmp_path:
     timeout is longer still): the call returns as an error observation, the episode is an env_failure
     naming the deadline, the server is gone, and the next task runs."""
     tasks = tmp_path / "t.jsonl"
-    server = {"command": sys.executable, "args": [TEST_SERVER], "timeout_s": 600}
+    server = {"command": sys.executable, "args": [TEST_SERVER], "timeout_s": 600, "sandbox": False}
     rows = [
         {
             "id": "blocked",
