@@ -158,7 +158,7 @@ class Sandbox:
             WORK_DIR: f"size={limits.work_dir_mb}m,mode=0755{owned}",
             "/tmp": f"size={limits.tmp_mb}m,mode=1777",
             "/var/tmp": f"size={limits.tmp_mb}m,mode=1777",
-            "/run": f"size={limits.run_mb}m,mode=0755",
+            "/run": f"size={limits.run_mb}m,mode=0755{owned}",
             "/root": "size=16m,mode=0700",
         }
         if not as_root:

@@ -3,16 +3,33 @@
 One bash per trajectory keeps cwd, variables, functions and background jobs across turns, and a real
 PTY makes interactive programs (a Python REPL, less, Ctrl-C) behave as they do for a person.
 
-Step synchronisation. A command step ends when the shell is back at its prompt *and has read all of
-the step's input*. The shell says so itself: `PROMPT_COMMAND` checks for unread input (`read -t 0`)
-and, only when there is none, ends the prompt with an invisible OSC 697 sequence carrying a random
-per-session secret and `$?`. So a multi-line command ends after its last line (the prompts between its
-lines carry no marker), output that prints an OSC 697 sequence cannot end a step (it does not know the
-secret), a task that replaces `PS1` gets the marker re-appended, and child bash shells (`bash`, `su`)
-inherit the integration through the exported `PROMPT_COMMAND`. When no marker comes back even after
-Ctrl-C (a shell without the integration such as `sh`, a program that ignores Ctrl-C, a task that
-removed `PROMPT_COMMAND`), the step says `sync_lost` and the runner ends the trajectory with that
-reason instead of recording later observations against the wrong actions.
+Step boundaries. A command step ends when the terminal's foreground process is a bash of this terminal
+waiting at its top-level prompt, with no input left unread, and nothing more arrives for a moment. The
+collector confirms that from the host (collectors/shell_state.py): the PTY's foreground process group,
+the shell's system call and terminal mode, and bash's own globals read from its memory, which say that
+no builtin (`read -e`), function, trap, subshell or continuation line is in progress. The exit code is
+bash's `$?` read from the same memory. Nothing a process in the sandbox prints can end a step.
+
+The shell also prints an invisible OSC 697 marker with a per-session secret at the end of its prompt
+(`PROMPT_COMMAND`, exported so nested bash shells print it too, re-appended if a task replaces `PS1`,
+omitted while input is pending). It only tells the collector to look now instead of at its next poll
+(every 10 to 100 ms while the terminal is quiet): a prompt without it (a nested shell with its own rc
+file, `su -`, PROMPT_COMMAND removed, `exec bash`) is still found. The secret is therefore no proof of
+anything; a task that prints it, with or without fake exit codes, in pieces, from a background job or
+before `read`, only makes the collector look early.
+
+What a task can still do: replace the terminal's bash with another bash (`exec bash`): that bash's
+prompts are real prompts and are confirmed. Replace it with something else (`exec sh`, a fake shell in
+Python), or leave the terminal at a program that never returns to bash's prompt: the step is never
+confirmed; after the time limit and Ctrl-C it says `sync_lost` and the runner ends the trajectory
+with that reason. Print output right after its own command returns, from a background job: that output
+is shown with the next step, as on a real terminal, and counted as late output. A process of the
+sandbox cannot read or write the shell's memory (the shell runs from an execute-only copy of bash, so it
+is not dumpable, and ptrace is denied by seccomp), so it cannot fake the globals read from the host.
+
+Against an engine whose processes this host cannot see (a remote Docker Engine), or without the rights
+to read them, the marker alone ends a step and every step says `boundary: unconfirmed (why)`; a task
+that reads the secret from `PROMPT_COMMAND` can then forge boundaries.
 """
 
 from __future__ import annotations
@@ -31,6 +48,7 @@ import docker.errors
 
 from collectors.recording import AsciicastWriter, TerminalScreen, render_terminal
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError
+from collectors.shell_state import PromptState, ShellProbe
 
 # OSC 697 is unassigned; terminals (and our renderer) ignore unknown OSC sequences.
 _OSC = b"\x1b]697;"
@@ -41,6 +59,17 @@ SYNC_LOST = "sync_lost"
 # Before a command that follows a step which did not end at the prompt (keystrokes, a timeout), output
 # is collected this long first, so a prompt already on its way is not taken for this step's end.
 _SETTLE_S = 0.05
+# Confirming a prompt from the host: the first look comes this soon after a marker, the looks while the
+# terminal is quiet and shows no marker start at the minimum and back off to the maximum; an idle
+# prompt counts once it is still idle after the quiet period with no output in between.
+_CONFIRM_FIRST_S = 0.0005
+_QUIET_POLL_MIN_S = 0.01
+_QUIET_POLL_MAX_S = 0.1
+_CONFIRM_QUIET_S = 0.0015
+# The terminal's bash: an execute-only copy where the image has one (infra/build-images.sh), so the shell
+# is not dumpable and no process of the sandbox can read or write its memory.
+_SHELL_BINARY = "/usr/lib/worldline/bash"
+BOUNDARY_CONFIRMED = "confirmed"
 
 
 def prompt_command(secret: str) -> str:
@@ -163,6 +192,7 @@ class ShellOutput:
     late_bytes: int = 0  # output of an earlier step that arrived before this step's input was sent
     sync_lost: str | None = None  # why the step's end could not be confirmed by the shell
     shell_ended: str | None = None  # why the shell is gone (exit, killed, sandbox stopped)
+    boundary: str | None = None  # "confirmed" from the host, or "unconfirmed (why)"
 
     def info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -178,6 +208,8 @@ class ShellOutput:
             info[SYNC_LOST] = self.sync_lost
         if self.shell_ended:
             info["shell_ended"] = self.shell_ended
+        if self.boundary:
+            info["boundary"] = self.boundary
         return info
 
 
@@ -212,6 +244,14 @@ class _Capture:
         return bytes(self.head), omitted, tail
 
 
+@dataclass(frozen=True)
+class _Prompt:
+    """The shell is back at its prompt: its `$?` and how the boundary is known."""
+
+    exit_code: int | None
+    boundary: str | None
+
+
 class PersistentShell:
     """An interactive bash on a PTY inside a sandbox; every byte in and out goes to the recording."""
 
@@ -240,6 +280,9 @@ class PersistentShell:
         self._pending: deque[bytes | int] = deque()  # events read past the end of the last step
         self.at_prompt = False  # the last event seen was an idle prompt
         self.ended: str | None = None  # set once the shell is gone
+        self.probe: ShellProbe | None = None  # the host's view of the shell; None: unconfirmed boundaries
+        self.unconfirmed: str | None = None  # why boundaries cannot be confirmed from the host
+        self.last_state: PromptState | None = None  # the last look from the host that was not idle
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def start(self, timeout_s: float = 30.0) -> str:
@@ -248,7 +291,12 @@ class PersistentShell:
         try:
             exec_id = api.exec_create(
                 self.sandbox.container.id,
-                ["bash", "-c", 'exec bash --noprofile --rcfile <(printf %s "$__WL_RC") -i'],
+                [
+                    "bash",
+                    "-c",
+                    f'B={_SHELL_BINARY}; [ -x "$B" ] || B=bash; '
+                    'exec -a bash "$B" --noprofile --rcfile <(printf %s "$__WL_RC") -i',
+                ],
                 stdin=True,
                 tty=True,
                 environment={
@@ -265,23 +313,29 @@ class PersistentShell:
         self._exec_id = exec_id
         self._sock = getattr(conn, "_sock", conn)
         try:
+            pid = api.exec_inspect(exec_id).get("Pid")
+        except docker.errors.APIError:
+            pid = None
+        self.probe, why = ShellProbe.attach(int(pid) if pid else None, self.secret)
+        self.unconfirmed = None if self.probe is not None else f"unconfirmed ({why})"
+        try:
             api.exec_resize(exec_id, height=self.rows, width=self.cols)
         except docker.errors.APIError:
             pass  # the size is also in COLUMNS/LINES; some engines refuse a resize this early
         capture = _Capture(1 << 20)
-        code = self._pump(capture, time.monotonic() + timeout_s, stop_on_prompt=True, record=False)
-        if code is None:
+        prompt = self._pump(capture, time.monotonic() + timeout_s, stop_on_prompt=True, record=False)
+        if prompt is None:
             raise SandboxError(
                 f"sandbox {self.sandbox.name} ({self.sandbox.image}): bash did not show a prompt within "
                 f"{timeout_s:.0f} s; the image needs bash (use worldline/debian)"
             )
         head, _, _ = capture.parts()
-        prompt = render_terminal(head, self.cols).split("\n")[-1]
+        first = render_terminal(head, self.cols).split("\n")[-1]
         self.screen = TerminalScreen(self.cols, self.rows)
-        self.screen.feed(prompt.encode())
+        self.screen.feed(first.encode())
         if self.recorder is not None:
-            self.recorder.output(prompt.encode())
-        return prompt
+            self.recorder.output(first.encode())
+        return first
 
     def close(self) -> None:
         if self._sock is not None:
@@ -330,25 +384,28 @@ class PersistentShell:
         settle = _SETTLE_S if until_prompt and not self.at_prompt else 0.0
         self._pump(capture, time.monotonic() + settle, stop_on_prompt=False)
         late = capture.total
+        consumed: tuple[int, int] | None = None
         if data:
             self.at_prompt = False
+            if self.probe is not None:
+                pid, reads = self.probe.position()
+                consumed = (pid, reads + len(data))
             self._send_raw(data)
         deadline = time.monotonic() + wait_s
-        exit_code = self._pump(capture, deadline, stop_on_prompt=until_prompt or not data)
-        prompt_returned = exit_code is not None
+        self.last_state = None
+        prompt = self._pump(capture, deadline, stop_on_prompt=until_prompt or not data, consumed=consumed)
         timed_out = flooded = False
         sync_lost: str | None = None
         notes: list[str] = []
         if capture.total > limits.flood_limit_bytes:
             flooded = True
-        elif timeout_s is not None and not prompt_returned and self.ended is None:
+        elif timeout_s is not None and prompt is None and self.ended is None:
             timed_out = True
         if (flooded or timed_out) and self.ended is None:
             self._send_raw(b"\x03")
-            exit_code = self._pump(
+            prompt = self._pump(
                 capture, time.monotonic() + _INTERRUPT_GRACE_S, stop_on_prompt=True, ignore_flood=True
             )
-            prompt_returned = exit_code is not None
             if flooded:
                 notes.append(
                     f"[worldline: output exceeded {limits.flood_limit_bytes} bytes; the command was "
@@ -358,13 +415,16 @@ class PersistentShell:
                 notes.append(
                     f"[worldline: command timed out after {timeout_s:g} s and was interrupted with Ctrl-C]"
                 )
-            if not prompt_returned and self.ended is None:
+            if prompt is None and self.ended is None:
                 notes.append("[worldline: the shell did not return to a prompt after Ctrl-C]")
+                seen = f" (last seen: {self.last_state.reason})" if self.last_state is not None else ""
                 sync_lost = (
-                    "the shell did not return to its prompt after Ctrl-C (a shell without the prompt "
-                    "integration such as sh, a program that ignores Ctrl-C, or PROMPT_COMMAND removed); "
-                    "later observations could not be attributed to their actions"
+                    "the shell did not return to its prompt after Ctrl-C (a shell other than bash such as "
+                    "sh, a program that ignores Ctrl-C or reads the terminal itself)" + seen + "; later "
+                    "observations could not be attributed to their actions"
                 )
+        exit_code = prompt.exit_code if prompt is not None else None
+        prompt_returned = prompt is not None
         if self.ended is not None:
             notes.append(f"[worldline: {self.ended}]")
         head, omitted, tail = capture.parts()
@@ -384,6 +444,7 @@ class PersistentShell:
             late_bytes=late,
             sync_lost=sync_lost,
             shell_ended=self.ended,
+            boundary=(prompt.boundary if prompt is not None else None),
         )
 
     def _ended_output(self, capture: _Capture) -> ShellOutput:
@@ -448,33 +509,60 @@ class PersistentShell:
         stop_on_prompt: bool,
         ignore_flood: bool = False,
         record: bool = True,
-    ) -> int | None:
-        """Read until an idle prompt (returns its `$?`), the deadline, or a flood; None if no prompt.
-        Every byte goes to the recording; the capture keeps what the observation may show."""
-        last_code: int | None = None
+        consumed: tuple[int, int] | None = None,
+    ) -> _Prompt | None:
+        """Read until a confirmed idle prompt, the deadline, or a flood; None if no prompt came.
+        Every byte goes to the recording; the capture keeps what the observation may show.
+
+        `consumed` is (pid, reads) of the foreground process when the step's input was sent plus its
+        length: a prompt of that same process counts only after that many read calls (readline reads a
+        byte per call), so a prompt shown before the input arrived, or between its lines, is not the
+        step's end. After Ctrl-C there is none: the terminal discards unread input."""
         flood_limit = self.sandbox.limits.flood_limit_bytes
+        probe = self.probe if stop_on_prompt else None
+        poll = _QUIET_POLL_MIN_S
+        idle_since: float | None = None  # when the host last saw the shell idle, with no output since
         while True:
-            events = self._next_events(deadline)
+            wake = deadline
+            if probe is not None:
+                wake = min(deadline, time.monotonic() + (_CONFIRM_QUIET_S if idle_since else poll))
+            events = self._next_events(wake)
             if events is None:
-                return last_code  # the shell is gone (exit, killed, sandbox stopped)
+                return None  # the shell is gone (exit, killed, sandbox stopped)
             if not events:
-                return last_code
+                if probe is None or time.monotonic() >= deadline:
+                    return None
+                state = probe.check()
+                if state.idle and consumed and state.pid == consumed[0] and state.reads < consumed[1]:
+                    state = PromptState(False, "the shell has not read all of the step's input yet")
+                if not state.idle:
+                    self.last_state, idle_since = state, None
+                    poll = min(poll * 2, _QUIET_POLL_MAX_S)
+                elif idle_since is None:
+                    idle_since = time.monotonic()
+                else:
+                    self.at_prompt = True
+                    return _Prompt(state.exit_code, BOUNDARY_CONFIRMED)
+                continue
+            idle_since = None
             for i, event in enumerate(events):
                 if isinstance(event, int):
-                    last_code = event
-                    self.at_prompt = True
-                    if stop_on_prompt:
-                        self._pending.extend(events[i + 1 :])
-                        return event
+                    if self.probe is None:  # no view from the host: the marker is all there is
+                        self.at_prompt = True
+                        if stop_on_prompt:
+                            self._pending.extend(events[i + 1 :])
+                            return _Prompt(event, self.unconfirmed)
+                    poll = _CONFIRM_FIRST_S  # a prompt is probably there: look now
                     continue
                 self.at_prompt = False
+                poll = _QUIET_POLL_MIN_S  # output: the command still runs, or its prompt is coming
                 if record and self.recorder is not None:
                     self.recorder.output(event)
                 kept = capture.add(event)
                 if kept:
                     self.screen.feed(kept)
             if not ignore_flood and capture.total > flood_limit:
-                return last_code
+                return None
 
     def _mark_ended(self) -> None:
         """The PTY closed: find out why (the shell exited, was killed, or the sandbox stopped)."""

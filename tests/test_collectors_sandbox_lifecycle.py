@@ -15,7 +15,7 @@ import pytest
 from docker import DockerClient
 
 from collectors import engine
-from collectors.sandbox import LABEL_EXPIRES, LABEL_OWNER_PID, Sandbox, SandboxLimits
+from collectors.sandbox import LABEL_EXPIRES, LABEL_OWNER_PID, SANDBOX_HOME, Sandbox, SandboxLimits
 
 pytestmark = pytest.mark.engine
 
@@ -81,12 +81,12 @@ def test_writable_paths_are_declared_and_size_limited(engine_client: DockerClien
     limits = SandboxLimits(tmp_mb=8, run_mb=4, shm_mb=6)
     with Sandbox.create(engine_client, engine.DEBIAN_IMAGE, limits) as box:
         script = (
-            "for d in /work /tmp /var/tmp /run /dev/shm /root; do touch $d/.w && echo ok $d; done; "
+            "for d in /work /tmp /var/tmp /run /dev/shm $HOME; do touch $d/.w && echo ok $d; done; "
             "for d in /etc /usr /var/lib /; do touch $d/.w 2>/dev/null && echo writable $d; done; "
             "df -Pk /tmp /var/tmp /run /dev/shm | tail -n +2 | awk '{print $6, $2}'"
         )
         out = box.exec(["bash", "-c", script]).output
-    for path in ("/work", "/tmp", "/var/tmp", "/run", "/dev/shm", "/root"):
+    for path in ("/work", "/tmp", "/var/tmp", "/run", "/dev/shm", SANDBOX_HOME):
         assert f"ok {path}\n" in out
     assert "writable" not in out
     sizes = dict(

@@ -55,7 +55,7 @@ def test_state_persists_across_turns(terminal: TerminalEnvironment) -> None:
     cmd(terminal, "sleep 60 &")
     text, code, _ = cmd(terminal, "pwd; echo $COLOR; shout quiet; jobs")
     assert "/work/proj\nteal\nQUIET\n[1]+  Running" in text
-    assert text.endswith("root@sandbox:/work/proj# ")
+    assert text.endswith("agent@sandbox:/work/proj$ ")
     assert code == 0
 
 
@@ -70,12 +70,12 @@ def test_python_repl_session(terminal: TerminalEnvironment) -> None:
     assert ">>> " in keys(terminal, ("python3\n", 1.5))
     assert "1267650600228229401496703205376\n>>> " in keys(terminal, ("2**100\n", 0.5))
     assert "KeyboardInterrupt" in keys(terminal, ("import time; time.sleep(30)\n", 0.3), ("C-c", 0.5))
-    assert keys(terminal, ("exit()\n", 0.5)).endswith("root@sandbox:/work# ")
+    assert keys(terminal, ("exit()\n", 0.5)).endswith("agent@sandbox:/work$ ")
 
 
 def test_ctrl_c_interrupts_foreground_command(terminal: TerminalEnvironment) -> None:
     text = keys(terminal, ("sleep 100\n", 0.3), ("C-c", 0.5))
-    assert "^C" in text and text.endswith("# ")
+    assert "^C" in text and text.endswith("$ ")
     assert "status=130" in cmd(terminal, "echo status=$?")[0]
 
 
@@ -92,7 +92,7 @@ def test_output_cap_truncates_with_marker(terminal: TerminalEnvironment) -> None
     assert "[worldline: output truncated:" in text
     assert len(text) < 6000
     assert text.startswith("seq 1 50000\n1\n2\n")
-    assert "50000\nroot@sandbox:/work# " in text
+    assert "50000\nagent@sandbox:/work$ " in text
     assert info["omitted_bytes"] > 0 and code == 0
 
 
@@ -132,7 +132,7 @@ def test_initial_state_lists_packages_files_and_env(engine_client: DockerClient)
     env = TerminalEnvironment(EnvironmentOptions(client=engine_client))
     with env:
         reset = env.reset(Task(id="s", instruction="x", files={"data/in.txt": "1\n"}))
-    assert reset.observation.text == "root@sandbox:/work# "
+    assert reset.observation.text == "agent@sandbox:/work$ "
     state = reset.initial_state
     assert "Debian GNU/Linux 12" in state
     assert "\npython3 3.11" in state and "\ngit 1:2.39" in state
