@@ -241,7 +241,7 @@ class DesktopHelper:
                 self._sock.sendall(line.encode("utf-8"))
             except OSError as exc:
                 raise HelperError(f"the desktop helper is gone ({exc}){self._stderr_tail()}") from exc
-            raw = self._read_line(time.monotonic() + (timeout_s or self.timeout_s), cmd)
+            raw = self._read_line(timeout_s or self.timeout_s, cmd)
         try:
             reply = json.loads(raw)
         except ValueError as exc:
@@ -252,7 +252,8 @@ class DesktopHelper:
             raise HelperError(f"the desktop helper's answer to {cmd!r} is not the reply to it: {raw[:200]!r}")
         return reply
 
-    def _read_line(self, deadline: float, cmd: str) -> bytes:
+    def _read_line(self, timeout_s: float, cmd: str) -> bytes:
+        deadline = time.monotonic() + timeout_s
         while b"\n" not in self._stdout:
             if len(self._stdout) > MAX_REPLY_BYTES:
                 raise HelperError(f"the desktop helper's answer to {cmd!r} exceeds {MAX_REPLY_BYTES} bytes")
@@ -262,7 +263,7 @@ class DesktopHelper:
             )
             if not ready:
                 raise HelperError(
-                    f"the desktop helper did not answer {cmd!r} within {self.timeout_s:.0f} s{self._stderr_tail()}"
+                    f"the desktop helper did not answer {cmd!r} within {timeout_s:.0f} s{self._stderr_tail()}"
                 )
             try:
                 chunk = self._sock.recv(1 << 16)
@@ -515,6 +516,7 @@ class DesktopEnvironment(GuiEnvironment):
     """One private desktop session per task with the task's GTK applications."""
 
     domain = Domain.OS
+    default_image = DESKTOP_IMAGE  # the runner checks it is built before the run starts
     action_space = ACTION_SPACE
     config_fields = frozenset({"apps", "settle_s"})
 
