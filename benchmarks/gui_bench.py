@@ -153,8 +153,8 @@ def os_steps(rounds: int) -> None:
     env.reset(Task(id="bench", instruction="bench", config={"os": {"apps": ["gedit"]}}))
     print(f"\n== os (gedit): session + app start {time.perf_counter() - t0:.2f} s")
     session = env.session
-    assert session is not None and session.atspi is not None
-    _, tree_s = timed(lambda: session.atspi.call(cmd="tree", pid=env.focused_pid, max_nodes=800), rounds)  # type: ignore[union-attr]
+    assert session is not None
+    _, tree_s = timed(lambda: session.atspi("tree", pid=env.focused_pid, max_nodes=800), rounds)
     _, observe_s = timed(env._observe, rounds)
     print(
         f"AT-SPI tree via helper   {tree_s * 1000:7.1f} ms;  full observation (windows + tree) {observe_s * 1000:7.1f} ms"

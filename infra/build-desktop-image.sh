@@ -7,8 +7,8 @@
 # installed into a chroot of the minbase tree; the result is tarred into infra/.cache/ and imported.
 # Cached: skipped when the image exists and was built from the same package list (its label
 # worldline.desktop.key); the rootfs tarball is reused when only the import is missing.
-# WORLDLINE_REBUILD_IMAGES=1 rebuilds. collectors/atspi_helper.py is not baked in: the collector copies
-# it into each sandbox, so the image does not go stale when the helper changes.
+# WORLDLINE_REBUILD_IMAGES=1 rebuilds. collectors/atspi_helper.py is not baked in: the collector passes
+# its source to python3 in each sandbox, so the image does not go stale when the helper changes.
 set -euo pipefail
 
 INFRA_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
