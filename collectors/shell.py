@@ -60,12 +60,15 @@ SYNC_LOST = "sync_lost"
 # is collected this long first, so a prompt already on its way is not taken for this step's end.
 _SETTLE_S = 0.05
 # Confirming a prompt from the host: the first look comes this soon after a marker, the looks while the
-# terminal is quiet and shows no marker start at the minimum and back off to the maximum; an idle
-# prompt counts once it is still idle after the quiet period with no output in between.
+# terminal is quiet and shows no marker start at the minimum and back off to the maximum. An idle shell
+# counts once it is still idle after a quiet period with no output in between: short when the last
+# thing read was a marker (everything the shell printed before its prompt has arrived, in order), long
+# without one, for the output still on its way from the engine (on a loaded host, milliseconds).
 _CONFIRM_FIRST_S = 0.0005
 _QUIET_POLL_MIN_S = 0.01
 _QUIET_POLL_MAX_S = 0.1
 _CONFIRM_QUIET_S = 0.0015
+_UNMARKED_QUIET_S = 0.1
 # The terminal's bash: an execute-only copy where the image has one (infra/build-images.sh), so the shell
 # is not dumpable and no process of the sandbox can read or write its memory.
 _SHELL_BINARY = "/usr/lib/worldline/bash"
@@ -522,10 +525,12 @@ class PersistentShell:
         probe = self.probe if stop_on_prompt else None
         poll = _QUIET_POLL_MIN_S
         idle_since: float | None = None  # when the host last saw the shell idle, with no output since
+        marked = False  # the last event read is a marker
         while True:
             wake = deadline
             if probe is not None:
-                wake = min(deadline, time.monotonic() + (_CONFIRM_QUIET_S if idle_since else poll))
+                quiet = _CONFIRM_QUIET_S if marked else _UNMARKED_QUIET_S
+                wake = min(deadline, (idle_since + quiet) if idle_since else time.monotonic() + poll)
             events = self._next_events(wake)
             if events is None:
                 return None  # the shell is gone (exit, killed, sandbox stopped)
@@ -537,9 +542,11 @@ class PersistentShell:
                     state = PromptState(False, "the shell has not read all of the step's input yet")
                 if not state.idle:
                     self.last_state, idle_since = state, None
-                    poll = min(poll * 2, _QUIET_POLL_MAX_S)
+                    poll = min(poll * 2, _CONFIRM_QUIET_S * 4 if marked else _QUIET_POLL_MAX_S)
                 elif idle_since is None:
                     idle_since = time.monotonic()
+                elif time.monotonic() - idle_since < (_CONFIRM_QUIET_S if marked else _UNMARKED_QUIET_S):
+                    continue
                 else:
                     self.at_prompt = True
                     return _Prompt(state.exit_code, BOUNDARY_CONFIRMED)
@@ -552,9 +559,9 @@ class PersistentShell:
                         if stop_on_prompt:
                             self._pending.extend(events[i + 1 :])
                             return _Prompt(event, self.unconfirmed)
-                    poll = _CONFIRM_FIRST_S  # a prompt is probably there: look now
+                    poll, marked = _CONFIRM_FIRST_S, True  # a prompt is probably there: look now
                     continue
-                self.at_prompt = False
+                self.at_prompt = marked = False
                 poll = _QUIET_POLL_MIN_S  # output: the command still runs, or its prompt is coming
                 if record and self.recorder is not None:
                     self.recorder.output(event)

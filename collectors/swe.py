@@ -21,6 +21,7 @@ from collectors.environment import (
     tool_call_action,
 )
 from collectors.sandbox import WORK_DIR, SandboxError
+from collectors.terminal import check_sandbox_limits
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
 
 REPO_DIR = f"{WORK_DIR}/repo"
@@ -188,6 +189,11 @@ class SWEEnvironment(ShellEnvironment):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.space = ActionSpace(description="Tools for working on a git repository.", tools=TOOLS)
+
+    @classmethod
+    def validate_task(cls, task: Task, where: str = "task") -> None:
+        super().validate_task(task, where)
+        check_sandbox_limits(task, where)
 
     @classmethod
     def declared_action_space(cls, task: Task) -> ActionSpace:

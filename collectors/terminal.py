@@ -15,10 +15,11 @@ from collectors.environment import (
     ShellEnvironment,
     StepResult,
     Task,
+    TaskError,
     checked_tool_call,
     record_initial_state,
 )
-from collectors.sandbox import WORK_DIR, SandboxError
+from collectors.sandbox import WORK_DIR, SandboxError, SandboxLimits
 from collectors.shell import ShellOutput
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
 
@@ -81,11 +82,25 @@ def normalise_keystrokes(value: Any) -> list[dict[str, Any]]:
     return out
 
 
+def check_sandbox_limits(task: Task, where: str) -> None:
+    """A task's `limits` (including `"root": true`) must name known limits with values of their type."""
+    try:
+        SandboxLimits().with_overrides(task.limits)
+    except ValueError as exc:
+        raise TaskError(f"{where} (id {task.id}): field 'limits': {exc}") from exc
+
+
 class TerminalEnvironment(ShellEnvironment):
-    """One persistent PTY shell per trajectory inside a fresh container."""
+    """One persistent PTY shell per trajectory inside a fresh container, as the sandbox's agent user
+    (or root inside the sandbox's user namespace for a task with `"limits": {"root": true}`)."""
 
     domain = Domain.TERMINAL
     default_image = DEBIAN_IMAGE
+
+    @classmethod
+    def validate_task(cls, task: Task, where: str = "task") -> None:
+        super().validate_task(task, where)
+        check_sandbox_limits(task, where)
 
     @classmethod
     def declared_action_space(cls, task: Task) -> ActionSpace:
