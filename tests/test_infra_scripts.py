@@ -15,7 +15,9 @@ from worldline.cli import app
 INFRA = Path(__file__).resolve().parent.parent / "infra"
 
 
-@pytest.mark.parametrize("script", ["install-system.sh", "engine.sh", "build-images.sh"])
+@pytest.mark.parametrize(
+    "script", ["install-system.sh", "engine.sh", "build-images.sh", "build-desktop-image.sh"]
+)
 def test_scripts_are_valid_bash(script: str) -> None:
     assert subprocess.run(["bash", "-n", str(INFRA / script)], capture_output=True).returncode == 0
 
@@ -26,6 +28,7 @@ def test_provisioning_is_idempotent_and_fast_when_done() -> None:
         (["install-system.sh"], "already installed"),
         (["engine.sh", "start"], "DOCKER_HOST=unix://"),
         (["build-images.sh"], "worldline/debian exists (cached)"),
+        (["build-desktop-image.sh"], "worldline/desktop exists (cached)"),
     ):
         result = subprocess.run(
             [str(INFRA / script[0]), *script[1:]], capture_output=True, text=True, timeout=60
