@@ -53,7 +53,7 @@ build_rootfs() {
   local root
   root="$(mktemp -d "$CACHE_DIR/desktop-rootfs.XXXXXX")"
   # shellcheck disable=SC2064  # expand $root now: the trap runs after the function returned
-  trap "umount '$root/proc' 2>/dev/null || true; rm -rf '$root'" EXIT
+  trap "umount '$root/proc' 2>/dev/null || true; rm -rf --one-file-system '$root'" EXIT
   tar -C "$root" -xf "$minbase"
   mkdir -p "$root/etc/apt/sources.list.d"
   if [ -f /etc/apt/sources.list.d/debian.sources ]; then
