@@ -394,8 +394,14 @@ class MCPEnvironment(Environment):
             init = self.connection.open(float(cfg.get("start_timeout_s", DEFAULT_START_TIMEOUT_S)))
             tools = self.connection.list_tools()
         except (MCPServerError, MCPError, OSError, TimeoutError) as exc:
+            where = ""
+            if sandboxed and "command" in cfg:
+                where = (
+                    f"\n(the task's command runs in a {SANDBOX_IMAGE} sandbox, where only the image's "
+                    'programs exist; "sandbox": false runs it on the collector\'s machine instead)'
+                )
             raise MCPServerError(
-                f"task {task.id}: the MCP server failed to start: {exc_text(exc)}{self._stderr_tail()}"
+                f"task {task.id}: the MCP server failed to start: {exc_text(exc)}{where}{self._stderr_tail()}"
             ) from exc
         self.tools = {t.name: t for t in tools}
         self.argument_checks = {t.name: ArgumentCheck(t.input_schema) for t in tools}

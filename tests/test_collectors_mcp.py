@@ -29,6 +29,7 @@ from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
 from collectors.mcp import ArgumentCheck, MCPEnvironment, MCPServerError, render_tool_result
 from collectors.mcp_client import MCPConnection, write_json
+from collectors.mcp_seed import SeedRefused, write_file
 from collectors.mcp_servers import BUNDLED, Launch
 from collectors.runner import CollectConfig, CollectError, collect
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
@@ -191,6 +192,46 @@ def test_bundled_server_for_real(server: str, request: pytest.FixtureRequest) ->
         env.close()
     if client is not None:
         assert own_sandboxes(client) == []
+
+
+# -- the seeder's paths ----------------------------------------------------------------------------
+
+path_component = st.sampled_from(["a", "b.txt", "..", ".", "", ".git", ".GIT", "link", "dirlink", "fifo"])
+
+
+@given(
+    parts=st.lists(path_component, min_size=1, max_size=4),
+    absolute=st.booleans(),
+    forbid_git=st.booleans(),
+)
+def test_the_seeder_writes_inside_the_served_folder_or_refuses(
+    parts: list[str], absolute: bool, forbid_git: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whatever the path, collectors/mcp_seed.py writes one regular file under the served folder, never
+    through a link or '..', or refuses with the field; nothing outside the folder changes."""
+    base = tmp_path_factory.mktemp("seed")
+    root, outside = base / "served", base / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "b.txt").write_text("outside")
+    (root / "link").symlink_to(outside / "b.txt")
+    (root / "dirlink").symlink_to(outside)
+    os.mkfifo(root / "fifo")
+    rel = ("/" if absolute else "") + "/".join(parts)
+    try:
+        write_file(root, rel, "seeded", "mcp.files[x]", forbid_git=forbid_git)
+    except SeedRefused as exc:
+        assert str(exc).startswith("mcp.files[x]: path ")
+    else:
+        kept = [p for p in parts if p not in ("", ".")]
+        assert not absolute and ".." not in kept and kept[0] not in ("link", "dirlink", "fifo")
+        assert not (forbid_git and any(p.lower() == ".git" for p in kept))
+        written = root.joinpath(*kept)
+        assert written.resolve().is_relative_to(root) and written.read_text() == "seeded"
+    assert (
+        sorted(p.name for p in outside.iterdir()) == ["b.txt"]
+        and (outside / "b.txt").read_text() == "outside"
+    )
 
 
 # -- a custom stdio server: every kind of result and failure ---------------------------------------

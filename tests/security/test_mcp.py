@@ -251,6 +251,9 @@ def test_hostile_seeds_are_built_in_the_sandbox_and_refused_there(
     assert "(symbolic link, not followed)" in (by_id["fs-links-read"].initial_state or "")
     agent_sql = by_id["sqlite-agent-attach"].turns
     assert "no such table: c.sqlite_master" in agent_sql[1].observation.text
+    # A task's own command ran in the sandbox, where the host's files are not; the reason says so.
+    custom = by_id["custom-command-sandboxed"].status_reason or ""
+    assert "runs in a worldline/mcp sandbox" in custom
     # The inert attributes changed nothing: the diff is git's plain one.
     assert "+changed" in by_id["git-attributes-alone"].turns[1].observation.text
 
