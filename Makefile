@@ -41,6 +41,7 @@ backends: venv  ## MCP servers, their sandbox image, the local search index (mcp
 	bash infra/build-mcp-image.sh
 	bash infra/build-search-index.sh
 	bash infra/build-desktop-image.sh
+	bash infra/build-browser-image.sh
 
 demo: setup  ## run the main job on the bundled data: collect, clean, build and verify pools
 	bash infra/demo.sh $(DEMO_OUT)

@@ -186,7 +186,7 @@ class GuiEnvironment(Environment):
     """What web, os and android share: no container engine, the action space known before reset, and
     the domain's configuration object checked field by field."""
 
-    default_image = None
+    default_image: str | None = None
     action_space: ActionSpace
     config_fields: frozenset[str] = frozenset()
 

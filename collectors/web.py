@@ -15,25 +15,43 @@ Actions: BrowserGym's calls (`click("e7")`, `fill("e9", "hi")`, `goto(url)`, `no
 with `ast` (never evaluated), their tool-call form, and the object form `{"action": "click", "role":
 "link", "name": "About"}` resolved against the live page at replay time.
 
-Where the browser runs: on the host, as a child process of the collector, never in the container
-engine. Chromium's own sandbox is off (root, `--no-sandbox`), so isolation comes from what we pass it:
-a host-resolver rule that maps every host except 127.0.0.1/localhost to NOTFOUND unless the task sets
-`"network": true` (the counterpart of a sandbox's --network none), `--disable-dev-shm-usage` (renderer
-shared memory in /tmp, so a small /dev/shm never crashes a tab), a V8 heap cap and a renderer-process
-cap, and a watchdog that measures the browser's process tree after every step against `memory_mb`
-and `pids`. Untrusted sites belong in a collector that itself runs inside a container or VM.
+Where the browser runs: in a sandbox container from our own image, worldline/browser
+(infra/build-browser-image.sh: Debian's chromium and fonts, python3 and Playwright with its node
+driver), created by collectors/sandbox.py like a terminal's, with `--network none`, a read-only root,
+tmpfs for /tmp, HOME and /dev/shm, memory and process limits. Chromium, the Playwright driver and the
+page-driving code (collectors/browser_helper.py) all run in that container; the collector on the host
+speaks JSON lines with the helper over the exec's stdin/stdout, the only channel between them. The
+bundled sites (collectors/sites/) are copied in and served on the sandbox's own loopback
+(`{sites}` is http://127.0.0.1:8000 there), so nothing on the host is reachable from the page.
+What a page may load is an allow-list of origins per task: the bundled sites, plus the task's
+`web.allow` when it has `"network": true`. `url_verdict` refuses every other host, port and scheme
+(file:, chrome:, view-source:, javascript:, ...) before a request leaves the browser: the collector
+checks start URLs and `goto`, the helper routes every request and WebSocket of the context, a
+host-resolver rule maps every other host name to NOTFOUND, and the image's managed Chromium policy
+blocks local schemes, downloads and file dialogs. A refusal is the environment's answer: the turn's
+`info["refused"]` lists what was stopped and why, a refused navigation is the observation's last
+action error (the tab keeps its page, or shows Chromium's ERR_BLOCKED_BY_CLIENT page), and a refused
+start URL ends the episode as `env_failure` with the reason. A watchdog compares the browser's
+processes (listed by Chromium, measured in the sandbox) after every step against `memory_mb` and `pids`.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import re
-import shutil
-import subprocess
+import select
+import socket
+import struct
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
+import docker.errors
+
+from collectors import engine
+from collectors.browser_helper import SITES_URL, origin_of, url_verdict
 from collectors.environment import Check, ResetResult, StepResult, Task, TaskError
 from collectors.gui_common import (
     ActionSyntaxError,
@@ -47,10 +65,16 @@ from collectors.gui_common import (
     state_text,
     tools_from_signatures,
 )
-from collectors.sites import SITES_PLACEHOLDER, shared_sites_url
+from collectors.sandbox import Sandbox, SandboxError, SandboxLimits
+from collectors.sites import SITES_PLACEHOLDER
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat
 
-CHROMIUM = "/usr/bin/chromium"
+IMAGE = "worldline/browser"
+BUILD_SCRIPT = engine.REPO_ROOT / "infra" / "build-browser-image.sh"
+CHROMIUM = "/usr/bin/chromium"  # inside the image
+HELPER = Path(__file__).with_name("browser_helper.py")
+SITES_DIR = Path(__file__).with_name("sites")
+HELPER_DIR = "/work/browser"  # in the work tmpfs of the sandbox: the helper and the sites' code
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -61,7 +85,6 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 VIEWPORT = {"width": 1280, "height": 800}
-LOCAL_HOSTS = "EXCLUDE 127.0.0.1, EXCLUDE localhost"
 
 
 @dataclass(frozen=True)
@@ -87,13 +110,17 @@ class BrowserLimits:
         return replace(self, **{k: int(v) for k, v in overrides.items()})
 
 
-def launch_args(limits: BrowserLimits, network: bool) -> list[str]:
+def launch_args(limits: BrowserLimits, network: bool, allow: list[str] | None = None) -> list[str]:
+    """Chromium's flags: limits, and a host-resolver rule under which only the allowed origins' hosts
+    resolve (IP literals included), so not even a redirect the routes cannot see reaches another host."""
     args = CHROMIUM_ARGS + [
         f"--js-flags=--max-old-space-size={limits.js_heap_mb}",
         f"--renderer-process-limit={limits.renderer_processes}",
     ]
-    if not network:
-        args.append(f"--host-resolver-rules=MAP * ~NOTFOUND, {LOCAL_HOSTS}")
+    hosts = sorted({o[1] for o in (origin_of(a) for a in allow or [SITES_URL]) if o is not None})
+    excluded = ", ".join(f"EXCLUDE {h}" for h in hosts) if allow is not None or not network else ""
+    if excluded:
+        args.append(f"--host-resolver-rules=MAP * ~NOTFOUND, {excluded}")
     return args
 
 
@@ -169,11 +196,9 @@ _HEADING = re.compile(r'^\s*- heading "((?:[^"\\]|\\.)*)"', re.M)
 _ACTIVE = re.compile(r"^\s*- (.*\[active\].*)$", re.M)
 
 
-def resolve_start_url(url: str) -> str:
-    """`{sites}` replaced by the bundled sites' base URL (their server starts on first use)."""
-    if SITES_PLACEHOLDER in url:
-        return url.replace(SITES_PLACEHOLDER, shared_sites_url())
-    return url
+def resolve_start_url(url: str, sites_url: str = SITES_URL) -> str:
+    """`{sites}` replaced by the bundled sites' base URL inside the sandbox."""
+    return url.replace(SITES_PLACEHOLDER, sites_url) if SITES_PLACEHOLDER in url else url
 
 
 def focused_line(snapshot: str) -> str:
@@ -184,162 +209,381 @@ def focused_line(snapshot: str) -> str:
     return found[-1].rstrip(":").replace(" [active]", "").strip()
 
 
+def allowed_origins(config: dict[str, Any]) -> list[str]:
+    """The origins a task's pages may reach: the bundled sites, then the task's `web.allow`."""
+    return [SITES_URL] + [str(a).rstrip("/") for a in config.get("allow") or []]
+
+
+def sandbox_limits(base: SandboxLimits, limits: BrowserLimits, network: bool) -> SandboxLimits:
+    """The terminal's sandbox limits, raised where Chromium needs more: the container's memory holds
+    the browser's budget plus the driver and helper, its pids limit counts threads (Chromium runs
+    dozens per process), and /tmp holds the profile and, with --disable-dev-shm-usage, shared memory."""
+    return replace(
+        base,
+        memory_mb=max(base.memory_mb, limits.memory_mb + 512),
+        pids=max(base.pids, 1024),
+        tmp_mb=max(base.tmp_mb, 512),
+        network=network,
+    )
+
+
+class HelperError(EnvFailure):
+    """The browser helper in the sandbox failed (crashed, timed out, or its sandbox is gone)."""
+
+
+_FRAME = struct.Struct(">BxxxL")  # the engine's multiplexed exec stream: kind (1 stdout, 2 stderr), size
+
+
+class HelperClient:
+    """JSON lines with collectors/browser_helper.py over one exec's stdin/stdout (no TTY); one request
+    at a time. The exec is the only channel between the host and the sandbox."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        api: Any = sandbox.client.api
+        try:
+            exec_id = api.exec_create(
+                sandbox.container.id,
+                ["python3", f"{HELPER_DIR}/browser_helper.py"],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                workdir="/tmp",
+            )
+            conn = api.exec_start(exec_id, socket=True, tty=False)
+        except docker.errors.APIError as exc:
+            raise HelperError(f"sandbox {sandbox.name}: the browser helper did not start: {exc}") from exc
+        self.sock: socket.socket = getattr(conn, "_sock", conn)
+        self._conn = conn
+        self._out = b""
+        self._raw = b""
+        self._err = b""
+        self._lock = threading.Lock()
+
+    def call(self, timeout_s: float, **request: Any) -> dict[str, Any]:
+        with self._lock:
+            try:
+                self.sock.sendall((json.dumps(request) + "\n").encode("utf-8"))
+            except OSError as exc:
+                raise HelperError(f"{self._who()}: cannot send {request.get('cmd')!r}: {exc}") from exc
+            deadline = time.monotonic() + timeout_s
+            while b"\n" not in self._out:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise HelperError(
+                        f"{self._who()} did not answer {request.get('cmd')!r} within {timeout_s:.0f} s"
+                    )
+                try:
+                    ready, _, _ = select.select([self.sock], [], [], remaining)
+                    chunk = self.sock.recv(1 << 16) if ready else b""
+                except OSError as exc:
+                    raise HelperError(f"{self._who()}: the connection broke: {exc}") from exc
+                if ready and not chunk:
+                    raise HelperError(f"{self._who()} exited: {self._stderr()}")
+                self._demux(chunk)
+            line, _, self._out = self._out.partition(b"\n")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def _demux(self, chunk: bytes) -> None:
+        self._raw += chunk
+        while len(self._raw) >= _FRAME.size:
+            kind, size = _FRAME.unpack_from(self._raw)
+            if len(self._raw) < _FRAME.size + size:
+                return
+            payload = self._raw[_FRAME.size : _FRAME.size + size]
+            self._raw = self._raw[_FRAME.size + size :]
+            if kind == 2:
+                self._err = (self._err + payload)[-4000:]
+            else:
+                self._out += payload
+
+    def _who(self) -> str:
+        return f"the browser helper in sandbox {self.sandbox.name}"
+
+    def stderr_tail(self) -> str:
+        """The helper's last stderr lines (Chromium's and the driver's complaints)."""
+        try:  # whatever the helper wrote before its reply is already in the stream
+            while select.select([self.sock], [], [], 0.2)[0]:
+                chunk = self.sock.recv(1 << 16)
+                if not chunk:
+                    break
+                self._demux(chunk)
+        except OSError:
+            pass
+        return self._stderr()
+
+    def _stderr(self) -> str:
+        text = self._err.decode("utf-8", "replace").strip()
+        return text[-1500:] or "(no output)"
+
+    def close(self) -> None:
+        try:
+            self.sock.sendall(b'{"cmd": "quit"}\n')
+        except OSError:
+            pass
+        for closer in (self.sock, self._conn):
+            try:
+                closer.close()
+            except Exception:  # already closed
+                pass
+
+
+@dataclass
+class BrowserSandbox:
+    """A sandbox of worldline/browser with the helper running and Chromium launched in it. One per
+    task in collection; tests and benchmarks share one across tasks (a fresh context per reset)."""
+
+    sandbox: Sandbox
+    helper: HelperClient
+    version: str
+    sites_url: str
+    network: bool
+
+    @classmethod
+    def open(
+        cls,
+        client: Any,
+        limits: BrowserLimits | None = None,
+        base: SandboxLimits | None = None,
+        *,
+        network: bool = False,
+        allow: list[str] | None = None,
+        run_label: str = "",
+    ) -> BrowserSandbox:
+        """Start the sandbox, copy the helper and the sites in, and launch Chromium with `allow` (default:
+        the bundled sites) as its own URL allow-list; each reset's context enforces the task's as well."""
+        limits = limits or BrowserLimits()
+        allow = allow or [SITES_URL]
+        box_limits = sandbox_limits(base or SandboxLimits(), limits, network)
+        try:
+            sandbox = Sandbox.create(client, IMAGE, box_limits, run_label=run_label)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"the web domain's image {IMAGE} is missing; build it with {BUILD_SCRIPT}"
+            ) from exc
+        try:
+            # One flat archive per directory: the helper, then the sites' package it imports.
+            sandbox.put_files({"browser_helper.py": HELPER.read_bytes()}, base=HELPER_DIR)
+            sandbox.put_files({"__init__.py": ""}, base=f"{HELPER_DIR}/collectors")
+            sites = {path.name: path.read_bytes() for path in sorted(SITES_DIR.glob("*.py"))}
+            sandbox.put_files(sites, base=f"{HELPER_DIR}/collectors/sites")
+            helper = HelperClient(sandbox)
+            reply = helper.call(
+                90,
+                cmd="launch",
+                executable=CHROMIUM,
+                args=launch_args(limits, network, allow),
+                allow=allow,
+                sites=True,
+            )
+            if not reply.get("ok"):
+                raise HelperError(
+                    f"sandbox {sandbox.name}: Chromium did not start: {reply.get('error')}; "
+                    f"the helper said: {helper.stderr_tail()}"
+                )
+        except BaseException:
+            sandbox.close()
+            raise
+        return cls(sandbox, helper, str(reply["version"]), str(reply["sites_url"]), network)
+
+    def close(self) -> None:
+        self.helper.close()
+        self.sandbox.close()
+
+
 class WebEnvironment(GuiEnvironment):
-    """One browser context (fresh cookies and storage) per task, in a browser launched per
-    environment, or a shared one passed in (tests and benchmarks reuse one browser)."""
+    """One browser context (fresh cookies and storage) per task, in a browser sandbox started per
+    environment, or a shared one passed in (tests and benchmarks reuse one)."""
 
     domain = Domain.WEB
     action_space = ACTION_SPACE
-    config_fields = frozenset({"start_url", "limits"})
+    default_image = IMAGE
+    config_fields = frozenset({"start_url", "limits", "allow"})
 
-    def __init__(self, options: Any, browser: Any = None) -> None:
+    def __init__(self, options: Any, browser: BrowserSandbox | None = None) -> None:
         super().__init__(options)
         self._own_browser = browser is None
         self.browser = browser
-        self._playwright: Any = None
-        self.context: Any = None
-        self.page: Any = None
         self.limits = BrowserLimits()
         self.tracker = StateTracker()
-        self.statuses: dict[int, int] = {}  # id(page) -> HTTP status of its last main-frame navigation
-        self.crashed: str | None = None
+        self.allow: list[str] = [SITES_URL]
         self.last_error = ""
         self.network = False
+        self.page: dict[str, Any] | None = None  # the helper's last page state
+        self.blocked_page = False  # the tab shows the error page of a navigation we refused
 
     # -- interface ----------------------------------------------------------------------------------
+    @classmethod
+    def needs_engine(cls, task: Task | None = None) -> bool:
+        return True
+
     @classmethod
     def validate_task(cls, task: Task, where: str = "task") -> None:
         config = cls.checked_config(task, where)
         url = config.get("start_url")
-        if not isinstance(url, str) or not re.match(r"^(https?://|\{sites\}|about:|file://)", url):
+        # Any scheme is accepted here: what a task may load is the sandbox's decision at run time,
+        # recorded in its trajectory (a refused start URL is an env_failure that says why).
+        if not isinstance(url, str) or not re.match(r"^(\{sites\}|[A-Za-z][A-Za-z0-9+.-]*:)", url):
             raise TaskError(
                 f"{where} (id {task.id}): field 'web.start_url' must be an http(s) URL or start with {{sites}} "
                 f'(the bundled local sites), e.g. "{{sites}}/shop/"; got {url!r}'
+            )
+        allow = config.get("allow", [])
+        if not isinstance(allow, list) or not all(
+            isinstance(a, str) and origin_of(a) and urlsplit_path(a) in ("", "/") for a in allow
+        ):
+            raise TaskError(
+                f"{where} (id {task.id}): field 'web.allow' must be a list of origins such as "
+                f'"https://example.org" or "http://10.0.0.5:8080" (scheme, host, port; no path); got {allow!r}'
+            )
+        if allow and not task.network:
+            raise TaskError(
+                f"{where} (id {task.id}): field 'web.allow' lists origins outside the sandbox, which has no "
+                'network unless the task sets "network": true; add it or drop web.allow'
             )
         BrowserLimits().with_overrides(config.get("limits"), f"{where} (id {task.id})")
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
-        checks: list[Check] = []
-        path = shutil.which("chromium") or (CHROMIUM if os.path.exists(CHROMIUM) else None)
-        version = ""
-        if path:
-            try:
-                version = subprocess.run(
-                    [path, "--version"], capture_output=True, text=True, timeout=20
-                ).stdout.strip()
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                version = f"{type(exc).__name__}: {exc}"
-        checks.append(
-            Check("chromium installed", bool(path), version or "not found", "sudo infra/install-system.sh")
-        )
         try:
-            import playwright.sync_api  # noqa: F401
-
-            checks.append(Check("playwright importable", True, "playwright.sync_api"))
-        except ImportError as exc:
-            checks.append(Check("playwright importable", False, str(exc), "make setup"))
-            return checks
-        if path:
-            t0 = time.monotonic()
+            client = engine.connect(timeout_s=20)
+        except engine.EngineUnavailable as exc:
+            return [Check("browser image", False, str(exc)[:300], "make setup", domain="web")]
+        try:
+            engine.image_reference(client, IMAGE)
+        except docker.errors.ImageNotFound:
+            return [
+                Check("browser image", False, f"{IMAGE} is not in the engine", f"bash {BUILD_SCRIPT}", "web")
+            ]
+        checks = [Check("browser image", True, IMAGE, domain="web")]
+        t0 = time.monotonic()
+        try:
+            box = BrowserSandbox.open(client)
             try:
-                from playwright.sync_api import sync_playwright
-
-                with sync_playwright() as p:
-                    browser = p.chromium.launch(
-                        executable_path=path, args=launch_args(BrowserLimits(), False)
-                    )
-                    page = browser.new_page()
-                    page.set_content("<button>ok</button>")
-                    ok = "button" in page.aria_snapshot(mode="ai")
-                    browser.close()
-                checks.append(
-                    Check(
-                        "browser launches", ok, f"headless Chromium answered in {time.monotonic() - t0:.1f} s"
-                    )
+                reply = box.helper.call(30, cmd="reset", start_url=f"{box.sites_url}/", allow=[box.sites_url])
+                ok = bool(reply.get("ok")) and "link" in str((reply.get("page") or {}).get("snapshot", ""))
+            finally:
+                box.close()
+            detail = f"Chromium {box.version} in a sandbox answered in {time.monotonic() - t0:.1f} s"
+            checks.append(Check("browser launches", ok, detail, domain="web"))
+        except Exception as exc:  # the doctor reports every failure instead of crashing
+            checks.append(
+                Check(
+                    "browser launches",
+                    False,
+                    f"{type(exc).__name__}: {exc}"[:300],
+                    f"bash {BUILD_SCRIPT}",
+                    "web",
                 )
-            except Exception as exc:  # the doctor reports every failure instead of crashing
-                checks.append(
-                    Check(
-                        "browser launches",
-                        False,
-                        f"{type(exc).__name__}: {exc}"[:300],
-                        "sudo infra/install-system.sh",
-                    )
-                )
+            )
         return checks
 
     def reset(self, task: Task) -> ResetResult:
-        from playwright.sync_api import Error as PlaywrightError
-
         self.task = task
         config = task.domain_config("web")
         self.limits = BrowserLimits().with_overrides(config.get("limits"), f"task {task.id}")
         self.network = bool(task.network)
-        start_url = resolve_start_url(str(config.get("start_url", "")))
+        self.allow = allowed_origins(config)
         if self.browser is None:
-            from playwright.sync_api import sync_playwright
-
-            self._playwright = sync_playwright().start()
-            self.browser = self._playwright.chromium.launch(
-                executable_path=CHROMIUM, args=launch_args(self.limits, self.network)
+            if self.options.client is None:
+                raise SandboxError(
+                    f"task {task.id}: the web domain runs its browser in a sandbox, but the runner was "
+                    "started without the container engine"
+                )
+            base = self.options.limits.with_overrides(task.limits)
+            self.browser = BrowserSandbox.open(
+                self.options.client,
+                self.limits,
+                base,
+                network=self.network,
+                allow=self.allow,
+                run_label=self.options.run_label,
             )
-        self.context = self.browser.new_context(viewport=VIEWPORT, locale="en-GB", timezone_id="UTC")
-        self.context.set_default_timeout(self.limits.action_timeout_ms)
-        if not self.network and not self._own_browser:
-            # A shared browser was launched without our resolver rule: block other hosts per context.
-            self.context.route(
-                re.compile(r"^https?://(?!127\.0\.0\.1[:/]|localhost[:/])"), lambda r: r.abort()
-            )
-        self.context.on("page", self._watch_page)
-        self.page = self.context.new_page()
-        status: int | None = None
-        try:
-            response = self.page.goto(
-                start_url, wait_until="load", timeout=max(self.limits.action_timeout_ms, 15000)
-            )
-            status = response.status if response is not None else None
-        except PlaywrightError as exc:
+            self.sandbox = self.browser.sandbox
+        start_url = resolve_start_url(str(config.get("start_url", "")), self.browser.sites_url)
+        reply = self._call(
+            max(self.limits.action_timeout_ms, 15000) / 1000 + 30,
+            cmd="reset",
+            start_url=start_url,
+            allow=self.allow,
+            timeout_ms=self.limits.action_timeout_ms,
+            settle_ms=self.limits.settle_ms,
+            viewport=VIEWPORT,
+        )
+        refused = reply.get("refused") or []
+        if not reply.get("ok"):
+            if reply.get("kind") == "refused" or refused:
+                why = refused[0]["reason"] if refused else reply.get("error")
+                raise EnvFailure(f"task {task.id}: the start URL {start_url} is refused: {why}")
             raise EnvFailure(
-                f"task {task.id}: the start URL {start_url} could not be loaded: {_first_line(exc)}"
-            ) from exc
+                f"task {task.id}: the start URL {start_url} could not be loaded: {reply.get('error')}"
+            )
+        self.page = reply["page"]
         text = self._observe()
         failure = self._page_failure()
         if failure:
             raise EnvFailure(f"task {task.id}: the start page is an error page: {failure}")
         self.tracker.reset(state_text(text))
+        page = self.page
         initial_state = (
             f"## Browser\nChromium {self.browser.version}, viewport {VIEWPORT['width']}x{VIEWPORT['height']}, "
-            f"locale en-GB, timezone UTC, network {'on' if self.network else 'local only'}\n\n"
-            f"## Start page\nURL: {start_url}\nHTTP status: {status}\nTitle: {self.page.title()}\n"
+            f"locale en-GB, timezone UTC, network {'on' if self.network else 'local only'}, "
+            f"allowed origins {', '.join(self.allow)}\n\n"
+            f"## Start page\nURL: {start_url}\nHTTP status: {reply.get('status')}\nTitle: {page['title']}\n"
             f"Tabs: 1\n\n## Screen\n{text}"
         )
+        info: dict[str, Any] = {
+            "start_url": start_url,
+            "browser": f"chromium {self.browser.version}",
+            "limits": asdict(self.limits),
+            "allow": list(self.allow),
+        }
+        if refused:
+            info["refused"] = refused
         return ResetResult(
             observation=Observation(text=text, format=ObservationFormat.AXTREE),
             initial_state=initial_state,
             action_space=ACTION_SPACE,
-            info={
-                "start_url": start_url,
-                "browser": f"chromium {self.browser.version}",
-                "limits": asdict(self.limits),
-            },
+            info=info,
         )
 
     def step(self, action: Action) -> StepResult:
-        from playwright.sync_api import Error as PlaywrightError
-
-        if self.page is None:
+        if self.browser is None or self.page is None:
             raise EnvFailure("step() before reset(): call reset(task) first")
         self.last_error = ""
         info: dict[str, Any] = {}
-        try:
-            with self.agent_mistakes(info):
-                call = gui_call_from_action(action)
-                action = Action(kind=ActionKind.GUI, text=call.text(), tool_name=action.tool_name)
-                info.update(self._apply(call))
-        except PlaywrightError as exc:
-            self.last_error = _first_line(exc)
-            info["action_error"] = "playwright"
+        request: dict[str, Any] | None = None
+        with self.agent_mistakes(info):
+            call = gui_call_from_action(action)
+            action = Action(kind=ActionKind.GUI, text=call.text(), tool_name=action.tool_name)
+            try:
+                request = self._request(call, info)
+            except RefusedAction as exc:
+                self.last_error, info["action_error"] = str(exc), "refused"
+        if request is None:
+            request = {"cmd": "observe"}
+        timeout_s = max(self.limits.action_timeout_ms, 15000) / 1000 * 2 + 30
+        reply = self._call(timeout_s, **request)
+        if not reply.get("ok"):
+            self.last_error = str(reply.get("error", ""))
+            info["action_error"] = str(reply.get("kind", "playwright"))
+        info.update(reply.get("info") or {})
+        refused = list(info.pop("refused", [])) + list(reply.get("refused") or [])
+        if refused:
+            info["refused"] = refused
+            navigations = [r for r in refused if r.get("navigation")]
+            # A navigation the browser stopped (a redirect, a link) fails the action with net::ERR_BLOCKED_*:
+            # the refusal, with its reason, is the clearer error.
+            blocked = not self.last_error or re.search(r"ERR_BLOCKED_BY|ERR_UNSAFE_REDIRECT", self.last_error)
+            if navigations and blocked:
+                self.last_error = f"navigation to {navigations[0]['url']} refused: {navigations[0]['reason']}"
+                info["action_error"] = "refused"
+        self.page = reply["page"]
+        self.blocked_page = self.page["url"].startswith("chrome-error://") and (
+            self.blocked_page or any(r.get("navigation") for r in refused)
+        )
         text = self._observe()
         failure = self._page_failure() or self._resource_failure()
         return StepResult(
@@ -353,189 +597,75 @@ class WebEnvironment(GuiEnvironment):
         )
 
     def close(self) -> None:
-        for closer in (self.context, self.browser if self._own_browser else None, self._playwright):
-            if closer is None:
-                continue
-            try:
-                closer.close() if closer is not self._playwright else closer.stop()
-            except Exception:  # closing is best effort: the browser may already be gone
-                pass
-        self.context = self.page = None
-        if self._own_browser:
+        if self._own_browser and self.browser is not None:
+            self.browser.close()
             self.browser = None
-        self._playwright = None
+            self.sandbox = None
+        self.page = None
+
+    def interrupt(self) -> None:
+        """Remove the sandbox at once (from the deadline thread): a blocked call sees its exec end."""
+        if self._own_browser and self.browser is not None:
+            self.browser.sandbox.close()
 
     # -- actions ------------------------------------------------------------------------------------
-    def _watch_page(self, page: Any) -> None:
-        page.on("response", lambda r: self._record_status(page, r))
-        page.on("crash", lambda _p: setattr(self, "crashed", f"the tab {page.url} crashed"))
-        if self.page is not None:  # a popup or target=_blank link: it becomes the active tab
-            self.page = page
-            try:
-                page.wait_for_load_state("domcontentloaded", timeout=self.limits.action_timeout_ms)
-            except Exception:
-                pass
+    def _call(self, timeout_s: float, **request: Any) -> dict[str, Any]:
+        assert self.browser is not None
+        reply = self.browser.helper.call(timeout_s, **request)
+        if not reply.get("ok") and reply.get("kind") in ("helper", "protocol"):
+            raise HelperError(f"the browser helper failed on {request.get('cmd')!r}: {reply.get('error')}")
+        return reply
 
-    def _record_status(self, page: Any, response: Any) -> None:
-        try:
-            if response.request.is_navigation_request() and response.frame == page.main_frame:
-                self.statuses[id(page)] = response.status
-        except Exception:  # a response of a page that is closing
-            pass
-
-    def _locator(self, bid: Any) -> Any:
-        bid = str(bid).strip().strip("[]").removeprefix("ref=")
-        if bid.isdigit():  # BrowserGym-style numeric bid: the main frame's ref eN
-            bid = f"e{bid}"
-        if not re.fullmatch(r"(?:f\d+)?e\d+", bid):
-            raise ActionSyntaxError(
-                f'{bid!r} is not an element ref; use the [ref=...] value from the tree, e.g. "e7"'
-            )
-        locator = self.page.locator(f"aria-ref={bid}")
-        if locator.count() == 0:
-            raise ActionSyntaxError(
-                f"no element with ref {bid} on the current page (refs come from the latest tree)"
-            )
-        return locator
-
-    def _target_locator(self, target: dict[str, Any]) -> Any:
-        """The element the object form names: role + accessible name, or visible text, searched in the
-        page and then in each iframe; the first visible match wins."""
-        exact = bool(target.get("exact", False))
-        frames = [self.page.main_frame] + [f for f in self.page.frames if f != self.page.main_frame]
-        for frame in frames:
-            if "role" in target:
-                kwargs = {"name": target["name"], "exact": exact} if "name" in target else {}
-                locator = frame.get_by_role(str(target["role"]).replace(" ", ""), **kwargs)
-            elif "text" in target or "name" in target:
-                locator = frame.get_by_text(str(target.get("text", target.get("name"))), exact=exact)
-            else:
-                raise ActionSyntaxError(
-                    "an object action needs 'role' (and 'name') or 'text' to find its element"
-                )
-            for i in range(min(locator.count(), 10)):
-                if locator.nth(i).is_visible():
-                    return locator.nth(i)
-        described = ", ".join(f"{k}={v!r}" for k, v in target.items())
-        raise ActionSyntaxError(f"no visible element with {described} on the current page")
-
-    def _apply(self, call: GuiCall) -> dict[str, Any]:
-        page = self.page
-        timeout = self.limits.action_timeout_ms
+    def _request(self, call: GuiCall, info: dict[str, Any]) -> dict[str, Any] | None:
+        """The helper request for one parsed call, after the checks that need no page (arguments,
+        ref syntax, the allow-list for goto); None for actions that do not touch the page."""
         if call.target is not None:
             extra = TARGET_ACTIONS.get(call.name)
             if extra is None:
                 raise ActionSyntaxError(
                     f"the object form supports {', '.join(sorted(TARGET_ACTIONS))}; got action {call.name!r}"
                 )
-            locator = self._target_locator(call.target)
             kwargs = bind_arguments(GuiCall(call.name, kwargs=call.kwargs), extra, call.name)
             if call.name in ("fill", "press", "select_option") and not kwargs:
                 raise ActionSyntaxError(f"{call.name} needs {extra[0]!r} in the object form")
-            getattr(locator, call.name)(*kwargs.values())
-            self._settle()
-            return {"resolved": dict(call.target)}
+            return {"cmd": "act", "name": call.name, "target": dict(call.target), "args": kwargs}
         spec = WEB_ACTIONS.get(call.name)
         if spec is None:
             raise ActionSyntaxError(f"unknown web action {call.name!r}; available: {', '.join(WEB_ACTIONS)}")
-        params = list(spec[1])
-        a = bind_arguments(call, params, call.name)
+        a = bind_arguments(call, list(spec[1]), call.name)
         missing = [p for p in spec[2] if p not in a]
         if missing:
             raise ActionSyntaxError(f"{call.name}() needs {', '.join(missing)}")
-        name = call.name
-        if name == "noop":
-            page.wait_for_timeout(min(float(a.get("wait_ms", 1000)), 10000))
-        elif name in ("click", "dblclick"):
-            getattr(self._locator(a["bid"]), name)(button=a.get("button", "left"))
-        elif name in ("hover", "clear", "focus"):
-            getattr(self._locator(a["bid"]), name)()
-        elif name == "fill":
-            self._locator(a["bid"]).fill(str(a["value"]))
-        elif name == "press":
-            self._locator(a["bid"]).press(str(a["key_comb"]))
-        elif name == "select_option":
-            options = a["options"]
-            self._locator(a["bid"]).select_option(
-                label=options if isinstance(options, list) else [str(options)]
-            )
-        elif name == "mouse_move":
-            page.mouse.move(float(a["x"]), float(a["y"]))
-        elif name in ("mouse_click", "mouse_dblclick"):
-            page.mouse.click(
-                float(a["x"]),
-                float(a["y"]),
-                button=a.get("button", "left"),
-                click_count=2 if name == "mouse_dblclick" else 1,
-            )
-        elif name in ("mouse_down", "mouse_up"):
-            page.mouse.move(float(a["x"]), float(a["y"]))
-            getattr(page.mouse, name.removeprefix("mouse_"))(button=a.get("button", "left"))
-        elif name == "scroll":
-            page.mouse.wheel(float(a["delta_x"]), float(a["delta_y"]))
-        elif name == "keyboard_press":
-            page.keyboard.press(str(a["key"]))
-        elif name == "keyboard_type":
-            page.keyboard.type(str(a["text"]))
-        elif name == "tab_focus":
-            pages = self.context.pages
-            index = int(a["index"])
-            if not 0 <= index < len(pages):
-                raise ActionSyntaxError(f"no tab {index}; open tabs: 0..{len(pages) - 1}")
-            self.page = pages[index]
-            self.page.bring_to_front()
-        elif name == "new_tab":
-            self.page = self.context.new_page()
-        elif name == "tab_close":
-            closing = self.page
-            pages = [p for p in self.context.pages if p is not closing]
-            if not pages:
-                self.page = self.context.new_page()
-            else:
-                self.page = pages[-1]
-            closing.close()
-        elif name == "go_back":
-            page.go_back(timeout=timeout)
-        elif name == "go_forward":
-            page.go_forward(timeout=timeout)
-        elif name == "goto":
-            url = resolve_start_url(str(a["url"]))
-            page.goto(url, timeout=max(timeout, 15000))
-        elif name == "send_msg_to_user":
-            return {"message_to_user": str(a["text"])}
-        elif name == "report_infeasible":
-            return {"infeasible": str(a["reason"])}
-        self._settle()
-        return {}
-
-    def _settle(self) -> None:
-        """Wait for a navigation the action started (if any) and a short moment for client-side updates."""
-        try:
-            self.page.wait_for_load_state("load", timeout=self.limits.action_timeout_ms)
-        except Exception:
-            pass
-        if self.limits.settle_ms:
-            self.page.wait_for_timeout(self.limits.settle_ms)
+        if "bid" in a:
+            a["bid"] = element_ref(a["bid"])
+        if call.name == "noop":
+            float(a.get("wait_ms", 1000))  # a non-number is the agent's mistake, before the page sees it
+        if call.name == "tab_focus":
+            int(a["index"])
+        if call.name == "send_msg_to_user":
+            info["message_to_user"] = str(a["text"])
+            return None
+        if call.name == "report_infeasible":
+            info["infeasible"] = str(a["reason"])
+            return None
+        if call.name == "goto":
+            assert self.browser is not None
+            url = resolve_start_url(str(a["url"]), self.browser.sites_url)
+            why = url_verdict(url, self.allow, navigation=True)
+            if why:
+                info["refused"] = [{"url": url[:500], "kind": "document", "navigation": True, "reason": why}]
+                raise RefusedAction(f"navigation to {url} refused: {why}; the page did not change")
+            a["url"] = url
+        return {"cmd": "act", "name": call.name, "args": a}
 
     # -- observation --------------------------------------------------------------------------------
     def _observe(self) -> str:
-        page = self.page
-        try:
-            snapshot = page.aria_snapshot(mode="ai", timeout=self.limits.action_timeout_ms)
-        except Exception as exc:  # a page mid-navigation or crashed: say so instead of failing the run
-            snapshot = f"(the accessibility tree could not be read: {_first_line(exc)})"
-        tabs = []
-        for i, p in enumerate(self.context.pages):
-            try:
-                title = p.title()
-            except Exception:
-                title = "(closed)"
-            tabs.append(f"[{i}] {title or p.url}" + (" (current)" if p is page else ""))
-        self._last_snapshot = snapshot
+        page = self.page or {}
+        snapshot = str(page.get("snapshot", ""))
         lines = [
-            f"URL: {page.url}",
-            f"Title: {_safe_title(page)}",
-            f"Tabs: {' | '.join(tabs)}",
+            f"URL: {page.get('url', '')}",
+            f"Title: {page.get('title', '')}",
+            f"Tabs: {' | '.join(page.get('tabs') or [])}",
             f"Focused: {focused_line(snapshot)}",
         ]
         if self.last_error:
@@ -544,64 +674,56 @@ class WebEnvironment(GuiEnvironment):
         return "\n".join(lines)
 
     def _page_failure(self) -> str | None:
-        if self.crashed:
-            return self.crashed
-        page = self.page
-        if page.url.startswith("chrome-error://"):
-            return f"browser error page: the navigation failed ({_safe_title(page) or page.url})"
-        snapshot = getattr(self, "_last_snapshot", "")
-        try:
-            text = page.evaluate("() => (document.body ? document.body.innerText : '').slice(0, 4000)")
-        except Exception:
-            text = ""
+        page = self.page or {}
+        if page.get("crashed"):
+            return str(page["crashed"])
+        url, title = str(page.get("url", "")), str(page.get("title", ""))
+        if url.startswith("chrome-error://"):
+            if self.blocked_page:  # the error page of a navigation we refused: that refusal is the answer
+                return None
+            return f"browser error page: the navigation failed ({title or url})"
         return detect_page_failure(
-            status=self.statuses.get(id(page)),
-            title=_safe_title(page),
-            headings=_HEADING.findall(snapshot),
-            text=text,
-            url=page.url,
+            status=page.get("status"),
+            title=title,
+            headings=_HEADING.findall(str(page.get("snapshot", ""))),
+            text=str(page.get("text", "")),
+            url=url,
         )
 
     def _resource_failure(self) -> str | None:
         """The browser's processes (as Chromium lists them) against the memory and process limits."""
-        procs = browser_processes(self.browser)
+        page = self.page or {}
+        procs, rss_mb = int(page.get("procs") or 0), float(page.get("rss_mb") or 0.0)
         if not procs:
             return None
-        rss_mb = sum(_rss(pid) for pid in procs) / 1e6
         if rss_mb > self.limits.memory_mb:
             return f"the browser exceeded its memory limit ({rss_mb:.0f} MB > {self.limits.memory_mb} MB)"
-        if len(procs) > self.limits.pids:
-            return f"the browser exceeded its process limit ({len(procs)} > {self.limits.pids})"
+        if procs > self.limits.pids:
+            return f"the browser exceeded its process limit ({procs} > {self.limits.pids})"
         return None
 
 
-def browser_processes(browser: Any) -> list[int]:
-    """Process ids of a running Chromium (browser, renderers, utilities) from CDP SystemInfo."""
-    try:
-        session = browser.new_browser_cdp_session()
-        try:
-            info = session.send("SystemInfo.getProcessInfo")
-        finally:
-            session.detach()
-    except Exception:  # an older Chromium without SystemInfo, or one that is gone
-        return []
-    return [int(p["id"]) for p in info.get("processInfo", []) if p.get("id")]
+class RefusedAction(ActionSyntaxError):
+    """A navigation outside the task's allow-list, refused before it reaches the browser."""
 
 
-def _rss(pid: int) -> int:
-    import psutil
+def element_ref(bid: Any) -> str:
+    """An element ref from the tree (`e7`, `f1e3`); a BrowserGym-style numeric bid means `eN`."""
+    text = str(bid).strip().strip("[]").removeprefix("ref=")
+    if text.isdigit():
+        text = f"e{text}"
+    if not re.fullmatch(r"(?:f\d+)?e\d+", text):
+        raise ActionSyntaxError(
+            f'{text!r} is not an element ref; use the [ref=...] value from the tree, e.g. "e7"'
+        )
+    return text
 
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except psutil.Error:
-        return 0
 
+def urlsplit_path(url: str) -> str:
+    from urllib.parse import urlsplit
 
-def _safe_title(page: Any) -> str:
-    try:
-        return str(page.title())
-    except Exception:
-        return ""
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,6 +1,7 @@
-"""Web domain on real Chromium and the bundled local sites: navigation, forms, tabs, an iframe, dynamic
-content, role/name addressing, the state_changed bit, env-failure detection (and its false alarms),
-bad input, and `collect --env web` with both policies. Also the shared GUI parsing/hashing rules."""
+"""Web domain on real Chromium in its sandbox (worldline/browser) and the bundled local sites served
+inside it: navigation, forms, tabs, an iframe, dynamic content, role/name addressing, the state_changed
+bit, env-failure detection (and its false alarms), bad input, and `collect --env web` with both
+policies. Also the shared GUI parsing/hashing rules."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from collectors import engine
 from collectors.environment import EnvironmentOptions, Task, TaskError, load_tasks
 from collectors.gui_common import (
     ActionSyntaxError,
@@ -26,42 +29,39 @@ from collectors.gui_common import (
     state_hash,
 )
 from collectors.runner import CollectConfig, collect
-from collectors.sites import SitesServer, serve_sites
-from collectors.web import CHROMIUM, BrowserLimits, WebEnvironment, launch_args
+from collectors.web import BrowserSandbox, WebEnvironment
 from schemas import Action, ActionKind, TrajectoryStatus, iter_trajectories
 from tests.fakellm import FakeReply, FakeToolCall
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(CHROMIUM), reason="chromium is installed by infra/install-system.sh"
-)
+pytestmark = pytest.mark.engine
 EXAMPLES = Path(__file__).resolve().parents[1] / "collectors" / "tasks" / "web_examples.jsonl"
 
 
-@pytest.fixture(scope="module")
-def sites() -> Iterator[SitesServer]:
-    server = serve_sites()
-    yield server
-    server.stop()
+@dataclass(frozen=True)
+class Sites:
+    base_url: str  # the bundled sites inside the browser sandbox
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+def browser() -> Iterator[BrowserSandbox]:
+    box = BrowserSandbox.open(engine.connect())
+    yield box
+    box.close()
 
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=launch_args(BrowserLimits(), network=False))
-        yield b
-        b.close()
+
+@pytest.fixture(scope="module")
+def sites(browser: BrowserSandbox) -> Sites:
+    return Sites(browser.sites_url)
 
 
 @pytest.fixture
-def web(browser: Any) -> Iterator[WebEnvironment]:
+def web(browser: BrowserSandbox) -> Iterator[WebEnvironment]:
     env = WebEnvironment(EnvironmentOptions(), browser=browser)
     yield env
     env.close()
 
 
-def start(env: WebEnvironment, sites: SitesServer, path: str) -> str:
+def start(env: WebEnvironment, sites: Sites, path: str) -> str:
     task = Task(id="t", instruction="test", config={"web": {"start_url": f"{sites.base_url}{path}"}})
     return env.reset(task).observation.text
 
@@ -81,7 +81,7 @@ def ref_of(observation: str, role: str, name: str) -> str:
 # -- real browser ---------------------------------------------------------------------------------
 
 
-def test_forms_navigation_and_checkout_by_role_and_name(web: WebEnvironment, sites: SitesServer) -> None:
+def test_forms_navigation_and_checkout_by_role_and_name(web: WebEnvironment, sites: Sites) -> None:
     first = start(web, sites, "/shop/")
     assert first.startswith(f"URL: {sites.base_url}/shop/") and "Title: Catalogue - Shop" in first
     assert 'link "Burr grinder"' in first
@@ -107,7 +107,7 @@ def test_forms_navigation_and_checkout_by_role_and_name(web: WebEnvironment, sit
     assert "Title: Checkout - Shop" in r.observation.text
 
 
-def test_dynamic_content_clock_is_not_a_state_change(web: WebEnvironment, sites: SitesServer) -> None:
+def test_dynamic_content_clock_is_not_a_state_change(web: WebEnvironment, sites: Sites) -> None:
     first = start(web, sites, "/notes/")
     r = act(web, "noop(1200)")  # the page's clock ticks; nothing else changes
     clock = re.compile(r"Local time: \d\d:\d\d:\d\d")
@@ -128,7 +128,7 @@ def test_dynamic_content_clock_is_not_a_state_change(web: WebEnvironment, sites:
     assert 'Focused: button "Load suggestions"' in r.observation.text
 
 
-def test_tabs_open_focus_and_close(web: WebEnvironment, sites: SitesServer) -> None:
+def test_tabs_open_focus_and_close(web: WebEnvironment, sites: Sites) -> None:
     start(web, sites, "/notes/")
     r = act(web, {"action": "click", "role": "link", "name": "Open help in a new tab"})
     assert "Title: Help - Notes" in r.observation.text
@@ -143,7 +143,7 @@ def test_tabs_open_focus_and_close(web: WebEnvironment, sites: SitesServer) -> N
     assert "(current)" in r.observation.text and "about:blank" not in r.observation.text.split("\n")[2]
 
 
-def test_iframe_content_is_inlined_and_addressable(web: WebEnvironment, sites: SitesServer) -> None:
+def test_iframe_content_is_inlined_and_addressable(web: WebEnvironment, sites: Sites) -> None:
     first = start(web, sites, "/wiki/embed")
     assert "- iframe" in first and 'spinbutton "Grams"' in first
     grams = ref_of(first, "spinbutton", "Grams")
@@ -153,28 +153,26 @@ def test_iframe_content_is_inlined_and_addressable(web: WebEnvironment, sites: S
     assert "3.53 oz" in r.observation.text
 
 
-def test_http_500_page_is_env_failure(web: WebEnvironment, sites: SitesServer) -> None:
+def test_http_500_page_is_env_failure(web: WebEnvironment, sites: Sites) -> None:
     start(web, sites, "/status/")
     r = act(web, {"action": "click", "role": "link", "name": "Monthly report"})
     assert r.env_failure and "HTTP 500" in r.env_failure
 
 
-def test_captcha_page_is_env_failure(web: WebEnvironment, sites: SitesServer) -> None:
+def test_captcha_page_is_env_failure(web: WebEnvironment, sites: Sites) -> None:
     start(web, sites, "/status/")
     r = act(web, {"action": "click", "role": "link", "name": "Partner portal"})
     assert r.env_failure and "CAPTCHA" in r.env_failure
 
 
-def test_no_false_alarm_on_recaptcha_footer_or_article_about_503(
-    web: WebEnvironment, sites: SitesServer
-) -> None:
+def test_no_false_alarm_on_recaptcha_footer_or_article_about_503(web: WebEnvironment, sites: Sites) -> None:
     first = start(web, sites, "/wiki/article/http-503")
     assert "protected by reCAPTCHA" in first and "503 Service Unavailable" in first
     r = act(web, {"action": "click", "role": "link", "name": "Wiki home"})
     assert r.env_failure is None and "Coffee wiki" in r.observation.text
 
 
-def test_bad_input_is_an_error_observation_never_a_crash(web: WebEnvironment, sites: SitesServer) -> None:
+def test_bad_input_is_an_error_observation_never_a_crash(web: WebEnvironment, sites: Sites) -> None:
     start(web, sites, "/shop/")
     for bad, expected in [
         ('click("e999")', "no element with ref e999"),
@@ -194,7 +192,7 @@ def test_bad_input_is_an_error_observation_never_a_crash(web: WebEnvironment, si
     assert not os.path.exists("/tmp/pwned-by-action")
 
 
-def test_resource_limits_are_watched(web: WebEnvironment, sites: SitesServer) -> None:
+def test_resource_limits_are_watched(web: WebEnvironment, sites: Sites) -> None:
     task = Task(
         id="lim",
         instruction="x",
@@ -210,29 +208,54 @@ def test_resource_limits_are_watched(web: WebEnvironment, sites: SitesServer) ->
     assert r.env_failure and "exceeded its process limit" in r.env_failure
 
 
-def test_other_hosts_are_unreachable_without_network(web: WebEnvironment, sites: SitesServer) -> None:
+def test_other_hosts_are_refused_without_network(web: WebEnvironment, sites: Sites) -> None:
     start(web, sites, "/shop/")
     r = act(web, 'goto("http://example.com/")')
-    assert r.observation.is_error and "ERR_" in r.observation.text
-    assert r.env_failure  # the tab now shows Chromium's error page
+    assert r.observation.is_error and "refused" in r.observation.text
+    assert "not in the task's allow-list" in r.observation.text
+    assert r.info["action_error"] == "refused" and r.info["refused"][0]["url"] == "http://example.com/"
+    assert r.env_failure is None and f"URL: {sites.base_url}/shop/" in r.observation.text  # the tab stays
 
 
-def test_unreachable_start_url_is_env_failure(web: WebEnvironment) -> None:
+def test_start_url_outside_the_allow_list_is_env_failure(web: WebEnvironment) -> None:
     task = Task(id="down", instruction="x", config={"web": {"start_url": "http://127.0.0.1:9/"}})
-    with pytest.raises(EnvFailure, match="could not be loaded"):
+    with pytest.raises(EnvFailure, match=r"127.0.0.1:9/ is refused.*allow-list"):
+        web.reset(task)
+
+
+def test_missing_site_page_is_env_failure(web: WebEnvironment, sites: Sites) -> None:
+    task = Task(id="404", instruction="x", config={"web": {"start_url": "{sites}/no/such/page"}})
+    with pytest.raises(EnvFailure, match="error page: HTTP 404"):
         web.reset(task)
 
 
 def test_validate_task_names_the_field() -> None:
     with pytest.raises(TaskError, match=r"id w1\).*web\.start_url"):
-        WebEnvironment.validate_task(Task(id="w1", instruction="x", config={"web": {"start_url": "ftp://x"}}))
+        WebEnvironment.validate_task(Task(id="w1", instruction="x", config={"web": {"start_url": "shop/"}}))
+    with pytest.raises(TaskError, match=r"id w3\).*web\.allow.*network"):
+        WebEnvironment.validate_task(
+            Task(
+                id="w3",
+                instruction="x",
+                config={"web": {"start_url": "{sites}/", "allow": ["https://a.org"]}},
+            )
+        )
+    with pytest.raises(TaskError, match=r"web\.allow' must be a list of origins"):
+        WebEnvironment.validate_task(
+            Task(
+                id="w4",
+                instruction="x",
+                network=True,
+                config={"web": {"start_url": "{sites}/", "allow": ["https://a.org/path"]}},
+            )
+        )
     with pytest.raises(TaskError, match="unknown key"):
         WebEnvironment.validate_task(
             Task(id="w2", instruction="x", config={"web": {"start_url": "{sites}/", "limits": {"cpu": 1}}})
         )
     for task in load_tasks(EXAMPLES):
         WebEnvironment.validate_task(task)
-    assert WebEnvironment.needs_engine() is False
+    assert WebEnvironment.needs_engine() is True  # the browser runs in a sandbox
 
 
 # -- the runner -----------------------------------------------------------------------------------
@@ -272,7 +295,7 @@ def test_collect_web_examples_scripted(tmp_path: Path) -> None:
     assert all(t.state_changed is False for t in bad.turns[:5])
 
 
-def test_collect_web_openai_policy(tmp_path: Path, fake_llm: Any, sites: SitesServer) -> None:
+def test_collect_web_openai_policy(tmp_path: Path, fake_llm: Any, sites: Sites) -> None:
     tasks = tmp_path / "t.jsonl"
     tasks.write_text(
         json.dumps(

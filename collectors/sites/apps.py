@@ -1,7 +1,9 @@
 """The bundled web applications: a shop (catalogue, cart, checkout form with validation, orders), a
 notes app (client-side dynamic content, a live clock, content fetched after load, a new-tab link), a
 wiki (articles, search, an embedded iframe with its own form, a footer that mentions reCAPTCHA, an
-article about HTTP 503) and the failure pages (an HTTP 500 error, a CAPTCHA challenge).
+article about HTTP 503), the failure pages (an HTTP 500 error, a CAPTCHA challenge) and a lab whose
+pages try to leave the sandbox (an open redirect, a link, a page that fetches, opens a WebSocket and
+loads an image from given URLs, a download, a file input) for the containment suite.
 
 Server-side state (carts, orders) is kept per session cookie, so each browser context starts clean.
 """
@@ -360,7 +362,55 @@ def _status(req: Request, session: dict[str, Any]) -> Response:
     return Response(_page("Status dashboard", body))
 
 
-APPS = {"shop": _shop, "notes": _notes, "wiki": _wiki, "status": _status}
+# --------------------------------------------------------------------------------------------------
+# Lab: pages that try to leave the sandbox (the containment suite points them at forbidden URLs)
+# --------------------------------------------------------------------------------------------------
+
+
+def _js(value: str) -> str:
+    return json.dumps(value).replace("</", "<\\/")
+
+
+def _lab(req: Request, session: dict[str, Any]) -> Response:
+    path = req.path.removeprefix("/lab").rstrip("/") or "/"
+    to = req.query.get("to", "")
+    if path == "/redirect":  # an open redirect: allowed page -> whatever `to` names
+        return Response(_page("Redirecting", "<p>Redirecting.</p>"), status=302, headers={"Location": to})
+    if path == "/link":
+        body = f"<h1>Link</h1><p><a href='{html.escape(to, quote=True)}'>Open the target</a></p>"
+        return Response(_page("Link - Lab", body))
+    if path == "/probe":  # the page itself fetches, opens a WebSocket to and loads an image from URLs
+        fetch, ws, img = (req.query.get(k, "") for k in ("fetch", "ws", "img"))
+        script = (
+            "const out = (id, text) => { document.getElementById(id).textContent = text; };"
+            f"if ({_js(fetch)}) fetch({_js(fetch)}).then(r => r.text())"
+            ".then(t => out('fetch', 'fetched: ' + t.slice(0, 200)), e => out('fetch', 'fetch failed: ' + e));"
+            f"if ({_js(ws)}) {{ const s = new WebSocket({_js(ws)});"
+            "s.onmessage = m => out('ws', 'ws message: ' + m.data); s.onopen = () => out('ws', 'ws open');"
+            "s.onclose = e => out('ws', 'ws closed: ' + e.code); }"
+        )
+        image = f"<img alt='probe image' src='{html.escape(img, quote=True)}'>" if img else ""
+        body = (
+            "<h1>Probe</h1><p id='fetch'>fetch: idle</p><p id='ws'>ws: idle</p>"
+            f"{image}<p id='done'>probe page</p>"
+        )
+        return Response(_page("Probe - Lab", body, script=script))
+    if path == "/file":  # served as an attachment: clicking its link is a download
+        return Response(
+            "downloaded file\n",
+            content_type="application/octet-stream",
+            headers={"Content-Disposition": "attachment; filename=report.bin"},
+        )
+    if path == "/downloads":
+        body = "<h1>Downloads</h1><p><a href='/lab/file'>Download the report</a></p>"
+        return Response(_page("Downloads - Lab", body))
+    if path == "/upload":
+        body = "<h1>Upload</h1><label>Attachment <input type='file' name='attachment'></label>"
+        return Response(_page("Upload - Lab", body))
+    return _not_found(req)
+
+
+APPS = {"shop": _shop, "notes": _notes, "wiki": _wiki, "status": _status, "lab": _lab}
 
 
 def route(req: Request, state: dict[str, dict[str, Any]]) -> Response:

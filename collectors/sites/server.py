@@ -1,7 +1,9 @@
 """An HTTP server on 127.0.0.1 for the bundled web applications (collectors/sites/apps.py).
 
-Tasks refer to it as `{sites}` in `web.start_url` and in `goto(...)` actions; the web environment
-starts one shared server per process on a free port the first time a task needs it.
+Tasks refer to it as `{sites}` in `web.start_url` and in `goto(...)` actions. The web domain runs it
+inside each browser sandbox, on the sandbox's own loopback (collectors/browser_helper.py starts it on
+port 8000), so pages reach it and nothing on the host. This module and apps.py import only the standard
+library and each other: they are copied into the sandbox and run on the image's python3.
 """
 
 from __future__ import annotations
