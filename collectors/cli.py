@@ -113,6 +113,9 @@ def collect_command(
         f"{summary.written} trajectories written to {summary.out} in {summary.seconds:.1f} s "
         f"({statuses}); {summary.skipped} of {summary.total_tasks} tasks already final"
     )
+    if summary.redactions:
+        redacted = ", ".join(f"{k}={v}" for k, v in sorted(summary.redactions.items()))
+        console.print(f"redacted before writing: {redacted}")
 
 
 @sandbox_app.command("doctor")

@@ -1,4 +1,9 @@
-"""Turning terminal bytes into observation text, and recording sessions as asciicast v2 files."""
+"""Turning terminal bytes into observation text, and recording sessions as asciicast v2 files.
+
+A recording is redacted before it is published (worldline.redaction): secrets in the output stream,
+and input the terminal did not echo. What was typed without echo stays in memory for the runner to
+take out of the trajectory (`take_redactions`); it is never written anywhere.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,27 @@ import codecs
 import json
 import os
 import re
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import IO
 
 import pyte
+
+from worldline.redaction.records import redact_cast_file
+
+# Per published recording: (texts typed without echo, redactions per class), until the runner takes them.
+_REDACTIONS: dict[Path, tuple[list[str], Counter[str]]] = {}
+_REDACTIONS_LOCK = threading.Lock()
+
+
+def take_redactions(path: Path) -> tuple[list[str], Counter[str]]:
+    """What redacting the recording at PATH removed: the texts typed without echo (to be taken out of
+    the trajectory too) and the count per class. Forgotten once taken."""
+    with _REDACTIONS_LOCK:
+        return _REDACTIONS.pop(path, ([], Counter()))
+
 
 _ALT_SCREEN = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
 
@@ -191,4 +212,9 @@ class AsciicastWriter:
         os.fsync(self._fh.fileno())
         self._fh.close()
         self._fh = None
+        counts: Counter[str] = Counter()
+        typed = redact_cast_file(self._tmp, counts)
+        if typed or counts:
+            with _REDACTIONS_LOCK:
+                _REDACTIONS[self.path] = (typed, counts)
         os.replace(self._tmp, self.path)

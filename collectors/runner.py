@@ -33,7 +33,9 @@ from collectors.environment import (
     load_tasks,
 )
 from collectors.policies import Policy, PolicyError, make_policy
+from collectors.recording import take_redactions
 from collectors.sandbox import SandboxError, SandboxLimits, install_signal_cleanup, reap_orphans
+from collectors.shell import keys_to_bytes
 from schemas import (
     ActionSpace,
     Domain,
@@ -50,6 +52,7 @@ from schemas import (
     utc_now,
 )
 from schemas.shards import MANIFEST_NAME, Manifest, atomic_write_json
+from worldline.redaction.records import redact_trajectory
 
 CASTS_DIR = "casts"
 # Outcomes that are not final (aborted, engine outage) are kept here, a dataset of its own inside OUT:
@@ -103,6 +106,7 @@ class CollectSummary:
     by_status: Counter[str]
     seconds: float
     out: Path
+    redactions: Counter[str] = field(default_factory=Counter)  # secrets and PII redacted, per class
 
 
 def shard_of(task_id: str, count: int) -> int:
@@ -255,6 +259,7 @@ def collect(
             raise CollectError(f"cannot collect with the openai policy: {exc}") from exc
     stop = threading.Event()
     by_status: Counter[str] = Counter()
+    redactions: Counter[str] = Counter()
     written = 0
     writer = ShardWriter(config.out)
     attempts_writer: list[ShardWriter] = []  # opened on the first outcome that is not final
@@ -299,6 +304,7 @@ def collect(
                         publish(trajectory)
                         written += 1
                         by_status[trajectory.status.value] += 1
+                        redactions.update(trajectory.metadata.get("redaction_kinds") or {})
                         if written % max(1, config.flush_every) == 0:
                             writer.flush()
                         if on_progress is not None:
@@ -329,6 +335,7 @@ def collect(
         by_status=by_status,
         seconds=time.monotonic() - started,
         out=config.out,
+        redactions=redactions,
     )
 
 
@@ -462,9 +469,17 @@ def run_episode(
     oas = sum(1 for t in turns if t.metadata.get("out_of_action_space"))
     if oas:
         metadata["out_of_action_space_calls"] = oas
+    # The recording was redacted when it was published; the trajectory is redacted before it is
+    # written, and loses whatever its recording shows was typed without echo. Counts per class only.
+    redactions: Counter[str] = Counter()
+    typed_secrets: list[str] = []
+    for path in env.casts:
+        typed, counts = take_redactions(path)
+        typed_secrets += typed
+        redactions.update(counts)
     if any(p.exists() for p in env.casts):
         metadata["asciicast"] = cast_rel
-    return Trajectory(
+    trajectory = Trajectory(
         id=trajectory_id,
         domain=Domain(config.env),
         source=Source(
@@ -486,3 +501,16 @@ def run_episode(
         status_reason=reason,
         metadata=metadata,
     )
+    trajectory = redact_trajectory(
+        trajectory, redactions, is_key_name=_is_key_name, typed_secrets=typed_secrets
+    )
+    if redactions:
+        trajectory = replace(
+            trajectory, metadata={**trajectory.metadata, "redaction_kinds": dict(redactions)}
+        )
+    return trajectory
+
+
+def _is_key_name(keystrokes: str) -> bool:
+    """Whether a keystrokes item names a key (`Enter`, `C-c`) rather than spelling text."""
+    return keys_to_bytes(keystrokes) != keystrokes.encode("utf-8")

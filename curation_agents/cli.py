@@ -54,9 +54,9 @@ def clean(
     ),
     flush_every: int = typer.Option(500, "--flush-every", min=1, help="Publish outputs every N records."),
     pii: str = typer.Option(
-        "email,phone",
+        "email,card,iban,phone",
         "--redact-pii",
-        help="Personal-data classes to redact besides secrets: any of email, phone, ip (comma-separated; "
+        help="Personal-data classes to redact besides secrets: any of email, card, iban, phone, ip (comma-separated; "
         "'none' for none).",
     ),
 ) -> None:

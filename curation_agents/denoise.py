@@ -26,6 +26,7 @@ from curation_agents.redact import (
     redact_text_or_json,
 )
 from curation_agents.terminal_screen import TerminalScreen, clean_tool_output
+from worldline.redaction.records import mask_unechoed_input
 
 # A transcript item: [kind ("i" | "r" | "end"), seconds, input data, current line, finished lines, fullscreen]
 TranscriptItem = list[Any]
@@ -198,6 +199,8 @@ def redact_record(
     runner redacts decoded JSON before the graph sees it), whose strings are redacted already.
     """
     if parsed.get("events") is not None:
+        # Input the terminal did not echo is a secret whatever the prompt said (or in which language).
+        mask_unechoed_input(parsed["events"], counts)
         parsed["transcript"] = render_transcript(
             parsed["events"], parsed.get("width", 80), parsed.get("height", 24), counts, pii
         )

@@ -81,8 +81,8 @@ class CleanConfig:
     min_turns: int = 2
     limits: Limits = field(default_factory=Limits)
     use_llm: bool = False
-    # Personal-data classes redacted besides secrets (redact.PII_CLASSES: email, phone, ip).
-    pii: tuple[str, ...] = ("email", "phone")
+    # Personal-data classes redacted besides secrets (redact.PII_CLASSES: email, card, iban, phone, ip).
+    pii: tuple[str, ...] = ("email", "card", "iban", "phone")
 
 
 class RawTurn(TypedDict, total=False):

@@ -251,9 +251,9 @@ def run(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--redact-pii",
         dest="pii",
-        default="email,phone",
+        default="email,card,iban,phone",
         type=_pii_option,
-        help="Personal-data classes to redact besides secrets: any of email, phone, ip (comma-separated; "
+        help="Personal-data classes to redact besides secrets: any of email, card, iban, phone, ip (comma-separated; "
         "'none' for none). As `worldline clean --redact-pii`.",
     )
     args, beam_args = parser.parse_known_args(argv)

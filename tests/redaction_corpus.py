@@ -29,7 +29,7 @@ class Sample:
     lookalikes: list[str] = field(default_factory=list)
     is_json: bool = False
     # The PII classes the sample is cleaned with (`--redact-pii`); secrets are redacted regardless.
-    pii: frozenset[str] = frozenset({"email", "phone"})
+    pii: frozenset[str] = frozenset({"email", "phone", "card", "iban"})
 
 
 def _rand(rng: random.Random, alphabet: str, n: int) -> str:
@@ -457,3 +457,601 @@ def _ip_samples(rng: random.Random, prompt: str) -> list[Sample]:
 
 def all_lookalikes(samples: list[Sample]) -> list[tuple[str, str]]:
     return [(s.name, la) for s in samples for la in s.lookalikes]
+
+
+# -- The generated corpus -----------------------------------------------------------------------------
+# Secret classes as generators of values, each planted in several contexts (an env var, a config file
+# in some format, JSON, a URL, a command-line flag, a log line, a terminal session), beside look-alikes
+# that must survive. `benchmarks/redaction_eval.py` reports recall and damage per class on it.
+
+HEX = "0123456789abcdef"
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+URLSAFE = ALNUM + "-_"
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _jwt(rng: random.Random) -> str:
+    header = _b64url(json.dumps({"alg": rng.choice(["HS256", "RS256", "ES256"]), "typ": "JWT"}).encode())
+    claims = {
+        "sub": str(rng.randint(1, 10**9)),
+        "iat": rng.randint(1_600_000_000, 1_800_000_000),
+        "scope": "read write",
+    }
+    return f"{header}.{_b64url(json.dumps(claims).encode())}.{_rand(rng, URLSAFE, 43)}"
+
+
+def _pem_block(rng: random.Random, label: str, newline: str = "\n", encrypted: bool = False) -> str:
+    body = base64.b64encode(rng.randbytes(rng.randint(300, 900))).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    head = [f"-----BEGIN {label}-----"]
+    if encrypted:
+        head += ["Proc-Type: 4,ENCRYPTED", f"DEK-Info: AES-128-CBC,{_rand(rng, HEX.upper(), 32)}", ""]
+    return newline.join([*head, *lines, f"-----END {label}-----"])
+
+
+def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
+    digits = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
+    for check in string.digits:
+        candidate = digits + check
+        total = 0
+        for i, ch in enumerate(reversed(candidate)):
+            d = int(ch)
+            if i % 2:
+                d = d * 2 - 9 if d > 4 else d * 2
+            total += d
+        if total % 10 == 0:
+            return candidate
+    raise AssertionError("unreachable")
+
+
+def _card(rng: random.Random) -> str:
+    prefix, length = rng.choice(
+        [
+            ("4", 16),
+            ("51", 16),
+            ("55", 16),
+            ("2221", 16),
+            ("34", 15),
+            ("37", 15),
+            ("6011", 16),
+            ("65", 16),
+            ("3530", 16),
+            ("36", 14),
+            ("62", 16),
+            ("4", 19),
+        ]
+    )
+    number = _luhn_complete(prefix, length, rng)
+    style = rng.choice(["compact", "space", "dash"])
+    if style == "compact":
+        return number
+    sep = " " if style == "space" else "-"
+    if length == 15:
+        return sep.join([number[:4], number[4:10], number[10:]])
+    return sep.join(number[i : i + 4] for i in range(0, length, 4))
+
+
+# Country, BBAN layout (n: digits, a: upper-case letters, c: letters or digits), as the IBAN registry has it.
+_IBAN_FORMATS = [
+    ("DE", "18n"),
+    ("GB", "4a14n"),
+    ("FR", "10n11c2n"),
+    ("ES", "20n"),
+    ("IT", "1a10n12c"),
+    ("NL", "4a10n"),
+    ("CH", "5n12c"),
+    ("AT", "16n"),
+    ("BE", "12n"),
+    ("PL", "24n"),
+    ("SE", "20n"),
+    ("NO", "11n"),
+    ("DK", "14n"),
+    ("FI", "14n"),
+    ("PT", "21n"),
+    ("IE", "4a14n"),
+    ("LU", "3n13c"),
+    ("CZ", "20n"),
+]
+
+
+def _iban(rng: random.Random) -> str:
+    import re as _re
+
+    country, layout = rng.choice(_IBAN_FORMATS)
+    bban = ""
+    for count, kind in _re.findall(r"(\d+)([nac])", layout):
+        alphabet = {"n": string.digits, "a": string.ascii_uppercase, "c": UPPER_DIGITS}[kind]
+        bban += _rand(rng, alphabet, int(count))
+    numeric = "".join(str(int(ch, 36)) for ch in bban + country + "00")
+    iban = f"{country}{98 - int(numeric) % 97:02d}{bban}"
+    if rng.random() < 0.5:
+        return " ".join(iban[i : i + 4] for i in range(0, len(iban), 4))
+    return iban
+
+
+def _phone(rng: random.Random) -> str:
+    return rng.choice(
+        [
+            f"+49 30 {rng.randint(1000000, 99999999)}",
+            f"+49 151 {rng.randint(10000000, 99999999)}",
+            f"+33 {rng.randint(1, 7)} {' '.join(f'{rng.randint(10, 99)}' for _ in range(4))}",
+            f"+44 20 {rng.randint(7000, 8999)} {rng.randint(1000, 9999)}",
+            f"+44 7{rng.randint(100, 999)} {rng.randint(100000, 999999)}",
+            f"+81 3-{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}",
+            f"+81 90-{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}",
+            f"+7 (495) {rng.randint(100, 999)}-{rng.randint(10, 99)}-{rng.randint(10, 99)}",
+            f"+86 13{rng.randint(0, 9)} {rng.randint(1000, 9999)} {rng.randint(1000, 9999)}",
+            f"+91 9{rng.randint(1000, 9999)} {rng.randint(10000, 99999)}",
+            f"+55 11 9{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}",
+            f"+34 6{rng.randint(10, 99)} {rng.randint(100, 999)} {rng.randint(100, 999)}",
+            f"+39 06 {rng.randint(1000, 9999)} {rng.randint(1000, 9999)}",
+            f"+61 4{rng.randint(10, 99)} {rng.randint(100, 999)} {rng.randint(100, 999)}",
+            f"+1 {rng.randint(201, 989)}-{rng.randint(200, 999)}-{rng.randint(1000, 9999)}",
+            f"+1 ({rng.randint(201, 989)}) {rng.randint(200, 999)}-{rng.randint(1000, 9999)}",
+            f"({rng.randint(201, 989)}) {rng.randint(200, 999)}-{rng.randint(1000, 9999)}",
+            f"0044 20 {rng.randint(7000, 8999)} {rng.randint(1000, 9999)}",
+            f"+4930{rng.randint(1000000, 9999999)}",
+            f"+1{rng.randint(201, 989)}{rng.randint(200, 999)}{rng.randint(1000, 9999)}",
+        ]
+    )
+
+
+def _email(rng: random.Random) -> str:
+    local = rng.choice(["jane.doe", "m.schmidt", "ops+alerts", "li_wei", "a.b-c", "kim2024", "noreply"])
+    domain = rng.choice(["example.org", "mail.example.co.uk", "corp.example.de", "uni-example.fr", "x.io"])
+    return f"{local}@{domain}"
+
+
+def _password_value(rng: random.Random) -> str:
+    return _mixed(rng, ALNUM, rng.randint(10, 20)) + rng.choice("!#%^*_@$")
+
+
+# A class: (name, the kind the detector should say, a variable name for it, generator). Names double as
+# the benchmark's rows; contexts are chosen per class (a card number is not a CLI flag).
+SecretGen = tuple[str, str, list[str]]
+
+
+def _vendor_tokens(rng: random.Random) -> list[tuple[str, str, str]]:
+    """(class, env var name, value) for every vendor token format."""
+    slack_n = lambda: rng.randint(10**10, 10**12 - 1)  # noqa: E731
+    return [
+        ("slack", "SLACK_BOT_TOKEN", f"xoxb-{slack_n()}-{slack_n()}-{_mixed(rng, ALNUM, 24)}"),
+        ("slack", "SLACK_USER_TOKEN", f"xoxp-{slack_n()}-{slack_n()}-{slack_n()}-{_rand(rng, HEX, 32)}"),
+        (
+            "slack",
+            "SLACK_APP_TOKEN",
+            f"xapp-1-A{_rand(rng, UPPER_DIGITS, 10)}-{slack_n()}-{_rand(rng, HEX, 64)}",
+        ),
+        ("stripe", "STRIPE_SECRET_KEY", "sk_live_" + _mixed(rng, ALNUM, 99)),
+        ("stripe", "STRIPE_RESTRICTED", "rk_live_" + _mixed(rng, ALNUM, 24)),
+        ("stripe", "STRIPE_WEBHOOK_SECRET", "whsec_" + _mixed(rng, ALNUM, 32)),
+        ("twilio", "TWILIO_API_KEY", "SK" + _rand(rng, HEX, 32)),
+        ("sendgrid", "SENDGRID_API_KEY", "SG." + _mixed(rng, URLSAFE, 22) + "." + _mixed(rng, URLSAFE, 43)),
+        ("npm", "NPM_TOKEN", "npm_" + _mixed(rng, ALNUM, 36)),
+        ("pypi", "PYPI_TOKEN", "pypi-AgEIcHlwaS5vcmc" + _mixed(rng, URLSAFE, 70)),
+        ("dockerhub", "DOCKERHUB_TOKEN", "dckr_pat_" + _mixed(rng, URLSAFE, 27)),
+        ("huggingface", "HF_TOKEN", "hf_" + _mixed(rng, ALNUM, 34)),
+        ("openai", "OPENAI_API_KEY", "sk-proj-" + _mixed(rng, URLSAFE, 120)),
+        ("openai", "OPENAI_KEY_LEGACY", "sk-" + _mixed(rng, ALNUM, 48)),
+        ("anthropic", "ANTHROPIC_API_KEY", "sk-ant-api03-" + _mixed(rng, URLSAFE, 93) + "AA"),
+        ("gitlab", "GITLAB_TOKEN", "glpat-" + _mixed(rng, URLSAFE, 20)),
+        ("github", "GITHUB_TOKEN", "ghp_" + _mixed(rng, ALNUM, 36)),
+        ("github", "GH_FINE_GRAINED", "github_pat_" + _mixed(rng, ALNUM, 22) + "_" + _mixed(rng, ALNUM, 59)),
+        ("digitalocean", "DIGITALOCEAN_TOKEN", "dop_v1_" + _rand(rng, HEX, 64)),
+        ("shopify", "SHOPIFY_ACCESS_TOKEN", "shpat_" + _rand(rng, HEX, 32)),
+        ("mailgun", "MAILGUN_API_KEY", "key-" + _rand(rng, HEX, 32)),
+        ("square", "SQUARE_ACCESS_TOKEN", "EAAA" + _mixed(rng, URLSAFE, 60)),
+        ("square", "SQUARE_OAUTH_SECRET", "sq0csp-" + _mixed(rng, URLSAFE, 43)),
+        ("heroku", "HEROKU_API_KEY", "HRKU-" + _mixed(rng, URLSAFE, 60)),
+        ("telegram", "TELEGRAM_BOT_TOKEN", f"{rng.randint(10**8, 10**10 - 1)}:AA{_mixed(rng, URLSAFE, 33)}"),
+        ("google", "GOOGLE_API_KEY", "AIza" + _mixed(rng, URLSAFE, 35)),
+        ("jwt", "SESSION_JWT", _jwt(rng)),
+        ("aws_access_key", "AWS_ACCESS_KEY_ID", "AKIA" + _rand(rng, UPPER_DIGITS, 16)),
+        ("aws_secret_key", "AWS_SECRET_ACCESS_KEY", _mixed(rng, B64, 40)),
+        ("aws_session_token", "AWS_SESSION_TOKEN", "IQoJb3JpZ2luX2Vj" + _mixed(rng, B64, 300)),
+        # A vendor we name nowhere: a prefix and a random body, the shape most vendors use now.
+        (
+            "unnamed_vendor",
+            rng.choice(["ACME_TOKEN", "VENDOR_KEY", "SERVICE_CREDENTIAL"]),
+            rng.choice(["acme", "zq", "orb", "nimbus"])
+            + rng.choice(["_live_", "_", "-", "_pat_"])
+            + _mixed(rng, ALNUM, rng.randint(24, 48)),
+        ),
+    ]
+
+
+def _contexts(rng: random.Random, name: str, value: str, prompt: str) -> list[tuple[str, str, bool]]:
+    """Texts that hold VALUE as the value of a variable called NAME: (context, text, is_json)."""
+    lower = name.lower()
+    return [
+        ("env", f"{prompt}env | grep {name.split('_')[0]}\r\n{name}={value}\r\n{prompt}", False),
+        ("export", f"{prompt}export {name}='{value}'\r\n{prompt}", False),
+        ("dotenv", f'# service settings\nLOG_LEVEL=info\n{name}="{value}"\nPORT=8080\n', False),
+        ("yaml", f"service:\n  name: api\n  {lower}: {value}\n  replicas: 3\n", False),
+        ("toml", f'[service]\nname = "api"\n{lower} = "{value}"\ntimeout = 30\n', False),
+        ("ini", f"[default]\nregion = eu-west-1\n{lower} = {value}\n", False),
+        ("json", json.dumps({"service": "api", lower: value, "retries": 3}, indent=2), True),
+        ("tool_call", json.dumps({"name": "deploy", "arguments": json.dumps({"env": {name: value}})}), True),
+        (
+            "log",
+            f"2024-05-02T11:04:{rng.randint(10, 59)}Z DEBUG client configured with {value} (attempt 1)",
+            False,
+        ),
+        ("header", f"> GET /v1/me HTTP/1.1\r\n> Authorization: Bearer {value}\r\n> Accept: */*\r\n", False),
+        ("cli", f"{prompt}deploy-tool push --token {value} --region eu-west-1\r\n", False),
+        ("xml", f'<config>\n  <add key="{name}" value="{value}" />\n</config>\n', False),
+        ("docker", f"{prompt}docker run -e {name}={value} -p 8080:80 app:1.4.2\r\n", False),
+    ]
+
+
+def _password_contexts(rng: random.Random, pw: str, prompt: str) -> list[tuple[str, str, bool]]:
+    """A password in the ways configs, URLs and command lines write one."""
+    key = rng.choice(["password", "passwd", "db_password", "DB_PASS", "secret", "adminPassword", "pwd"])
+    foreign = rng.choice(
+        [
+            "passwort",
+            "kennwort",
+            "mot_de_passe",
+            "contraseña",
+            "senha",
+            "wachtwoord",
+            "пароль",
+            "密码",
+            "パスワード",
+            "hasło",
+            "parola",
+        ]
+    )
+    user = rng.choice(["app", "admin", "deploy", "svc_ci"])
+    host = rng.choice(["db.internal", "10.0.3.7", "cache.prod.example.com", "localhost"])
+    return [
+        ("ini", f"[database]\nhost = {host}\nuser = {user}\n{key} = {pw}\n", False),
+        ("yaml", f'db:\n  host: {host}\n  {key}: "{pw}"\n  pool: 5\n', False),
+        ("json", json.dumps({"host": host, "user": user, key: pw}), True),
+        ("env", f"{key.upper()}={pw}\n", False),
+        ("toml", f"[db]\nuser = \"{user}\"\n{key} = '{pw}'\n", False),
+        ("xml", f"<datasource>\n  <user>{user}</user>\n  <{key}>{pw}</{key}>\n</datasource>\n", False),
+        ("xml_attr", f'<property name="{key}" value="{pw}"/>', False),
+        ("foreign_key", f"{foreign}: {pw}\n", False),
+        ("cli_long", f"{prompt}backup-db --user {user} --password {pw} --host {host}\r\n", False),
+        ("cli_equals", f"{prompt}psql-wrapper --db-password={pw} -h {host}\r\n", False),
+        ("mysql_short", f"{prompt}mysql -u {user} -p'{pw}' -h {host} shop\r\n", False),
+        (
+            "mongo",
+            f"{prompt}mongosh --host {host} -u {user} -p {pw} --authenticationDatabase admin\r\n",
+            False,
+        ),
+        (
+            "connection_string",
+            f"Server={host};Database=shop;User Id={user};Password={pw};Encrypt=true;",
+            False,
+        ),
+        ("stdin_pipe", f"{prompt}echo '{pw}' | sudo -S systemctl restart app\r\n", False),
+        ("prose", f"Note for on-call: the admin password is {pw} until Friday.", False),
+    ]
+
+
+def _url_password(rng: random.Random) -> str:
+    return _mixed(rng, ALNUM, rng.randint(10, 20)) + rng.choice(["", "_x", "-y", "~z"])
+
+
+def generated_corpus(seed: int = 0) -> list[Sample]:
+    """Secrets of every class in several contexts each, and look-alikes that must survive."""
+    rng = random.Random(1_000_003 * seed + 17)
+    prompt = f"{rng.choice(['dev', 'ubuntu', 'root'])}@{rng.choice(['box', 'ci-3', 'web02'])}:~$ "
+    out: list[Sample] = []
+    for cls, name, value in _vendor_tokens(rng):
+        for ctx, text, is_json in rng.sample(_contexts(rng, name, value, prompt), 3):
+            out.append(Sample(f"{cls} in {ctx}", text, [(cls, value)], is_json=is_json))
+    # Vendor tokens alone on a line of output (no variable name to help): a token a command printed.
+    for cls, _, value in _vendor_tokens(rng):
+        if cls in ("aws_secret_key", "unnamed_vendor"):
+            continue  # no format of their own: they need a name or context
+        out.append(Sample(f"{cls} printed", f"{prompt}cat token.txt\r\n{value}\r\n{prompt}", [(cls, value)]))
+    for _ in range(2):
+        pw = _password_value(rng)
+        for ctx, text, is_json in _password_contexts(rng, pw, prompt):
+            out.append(Sample(f"password in {ctx}", text, [("password", pw)], is_json=is_json))
+    # Passwords in URLs and .pgpass lines.
+    for scheme, tmpl in [
+        ("postgres", "postgres://{u}:{p}@db.internal:5432/shop"),
+        ("postgresql", "postgresql://{u}:{p}@10.1.2.3/app?sslmode=require"),
+        ("https", "https://{u}:{p}@git.example.com/org/repo.git"),
+        ("redis", "redis://:{p}@cache:6379/0"),
+        ("mongodb", "mongodb+srv://{u}:{p}@cluster0.abcde.mongodb.net/test"),
+        ("amqp", "amqp://{u}:{p}@rabbit:5672/vhost"),
+    ]:
+        pw = _url_password(rng)
+        url = tmpl.format(u=rng.choice(["app", "deploy", "u"]), p=pw)
+        out.append(Sample(f"url password {scheme} env", f"DATABASE_URL={url}\n", [("url_password", pw)]))
+        out.append(
+            Sample(
+                f"url password {scheme} cli", f"{prompt}client --url '{url}' ping\r\n", [("url_password", pw)]
+            )
+        )
+        out.append(
+            Sample(
+                f"url password {scheme} json", json.dumps({"dsn": url}), [("url_password", pw)], is_json=True
+            )
+        )
+    for _ in range(3):
+        pw = _url_password(rng)
+        line = f"{rng.choice(['db.internal', 'localhost', '*', 'pg-1.prod'])}:{rng.choice(['5432', '*'])}:{rng.choice(['shop', '*'])}:{rng.choice(['app', 'postgres'])}:{pw}"
+        out.append(Sample("pgpass cat", f"{prompt}cat ~/.pgpass\r\n{line}\r\n{prompt}", [("pgpass", pw)]))
+        out.append(Sample("pgpass echo", f"{prompt}echo '{line}' >> ~/.pgpass\r\n", [("pgpass", pw)]))
+    # Private keys, plain and encrypted, raw and inside JSON (a GCP service-account key).
+    for label, encrypted in [
+        ("RSA PRIVATE KEY", False),
+        ("RSA PRIVATE KEY", True),
+        ("OPENSSH PRIVATE KEY", False),
+        ("EC PRIVATE KEY", False),
+        ("PRIVATE KEY", False),
+        ("ENCRYPTED PRIVATE KEY", False),
+        ("PGP PRIVATE KEY BLOCK", False),
+        ("DSA PRIVATE KEY", True),
+    ]:
+        nl = rng.choice(["\n", "\r\n"])
+        pem = _pem_block(rng, label, nl, encrypted)
+        body = pem.split(nl)[-2]
+        out.append(
+            Sample(
+                f"private key {label.lower()}",
+                f"{prompt}cat key.pem{nl}{pem}{nl}{prompt}",
+                [("private_key", body)],
+            )
+        )
+    sa_pem = _pem_block(rng, "PRIVATE KEY") + "\n"
+    sa_key_id = _rand(rng, HEX, 40)
+    service_account = {
+        "type": "service_account",
+        "project_id": f"proj-{rng.randint(1000, 9999)}",
+        "private_key_id": sa_key_id,
+        "private_key": sa_pem,
+        "client_email": f"ci@proj-{rng.randint(1000, 9999)}.iam.gserviceaccount.com",
+        "client_id": str(rng.randint(10**20, 10**21)),
+        "token_uri": "https://oauth2.googleapis.com/token",
+    }
+    sa_secrets = [("gcp_service_account", sa_pem.split("\n")[3]), ("gcp_service_account", sa_key_id)]
+    out.append(
+        Sample("gcp service account file", json.dumps(service_account, indent=2), sa_secrets, is_json=True)
+    )
+    out.append(
+        Sample(
+            "gcp service account cat",
+            f"{prompt}cat sa.json\r\n{json.dumps(service_account, indent=2)}\r\n",
+            sa_secrets,
+        )
+    )
+    # kubeconfig: a client key as base64 PEM, a bearer token, a bootstrap token.
+    key_data = base64.b64encode(_pem_block(rng, "RSA PRIVATE KEY").encode()).decode()
+    cert_data = base64.b64encode(_pem_block(rng, "CERTIFICATE").replace("PRIVATE", "").encode()).decode()
+    kube_token = _jwt(rng)
+    boot = f"{_rand(rng, string.ascii_lowercase + string.digits, 6)}.{_rand(rng, string.ascii_lowercase + string.digits, 16)}"
+    kubeconfig = (
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: " + cert_data + "\n"
+        "    server: https://k8s.example.com:6443\n  name: prod\nusers:\n- name: admin\n  user:\n"
+        f"    client-key-data: {key_data}\n    token: {kube_token}\n- name: boot\n  user:\n    token: {boot}\n"
+    )
+    out.append(
+        Sample(
+            "kubeconfig",
+            kubeconfig,
+            [("kubeconfig", key_data[40:120]), ("kubeconfig", kube_token), ("kubeconfig", boot)],
+            ["certificate-authority-data: " + cert_data, "https://k8s.example.com:6443"],
+        )
+    )
+    # Azure connection strings and SAS tokens.
+    account_key = base64.b64encode(rng.randbytes(64)).decode()
+    sb_key = base64.b64encode(rng.randbytes(32)).decode()
+    sig = (
+        base64.b64encode(rng.randbytes(32))
+        .decode()
+        .replace("+", "%2B")
+        .replace("/", "%2F")
+        .replace("=", "%3D")
+    )
+    out.append(
+        Sample(
+            "azure storage connection string",
+            f"AZURE_STORAGE_CONNECTION_STRING=DefaultEndpointsProtocol=https;AccountName=acct{rng.randint(1, 99)};AccountKey={account_key};EndpointSuffix=core.windows.net\n",
+            [("azure", account_key)],
+        )
+    )
+    out.append(
+        Sample(
+            "azure service bus",
+            json.dumps(
+                {
+                    "conn": f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={sb_key}"
+                }
+            ),
+            [("azure", sb_key)],
+            is_json=True,
+        )
+    )
+    out.append(
+        Sample(
+            "azure sas url",
+            f"{prompt}azcopy copy big.tar 'https://acct.blob.core.windows.net/c/big.tar?sv=2022-11-02&ss=b&srt=o&sp=rw&se=2025-01-01T00:00:00Z&sig={sig}'\r\n",
+            [("azure", sig)],
+        )
+    )
+    # Webhook URLs: the URL is the credential.
+    discord = f"https://discord.com/api/webhooks/{rng.randint(10**17, 10**18)}/{_mixed(rng, URLSAFE, 68)}"
+    slack_hook = f"https://hooks.slack.com/services/T{_rand(rng, UPPER_DIGITS, 8)}/B{_rand(rng, UPPER_DIGITS, 8)}/{_mixed(rng, ALNUM, 24)}"
+    for cls, hook in (("discord_webhook", discord), ("slack_webhook", slack_hook)):
+        out.append(
+            Sample(
+                f"{cls} curl",
+                f'{prompt}curl -X POST -d \'{{"content":"done"}}\' {hook}\r\n',
+                [(cls, hook.rsplit("/", 1)[1])],
+            )
+        )
+        out.append(
+            Sample(
+                f"{cls} json",
+                json.dumps({"notify": {"url": hook}}),
+                [(cls, hook.rsplit("/", 1)[1])],
+                is_json=True,
+            )
+        )
+    # Personal data with checksums and formats.
+    for _ in range(4):
+        card = _card(rng)
+        out.append(
+            Sample(
+                "card in log",
+                f"2024-05-02 11:04:12,512 INFO charge ok card={card} amount=42.00 EUR order=88123",
+                [("card", card)],
+            )
+        )
+        out.append(
+            Sample(
+                "card in json",
+                json.dumps({"payment": {"card_number": card, "exp": "12/27", "amount": 4200}}),
+                [("card", card)],
+                is_json=True,
+            )
+        )
+        out.append(Sample("card in prose", f"Please charge my card {card}, thanks!", [("card", card)]))
+    for _ in range(4):
+        iban = _iban(rng)
+        out.append(
+            Sample(
+                "iban in prose",
+                f"Überweisung bitte an IBAN {iban} (Kontoinhaber: Firma GmbH).",
+                [("iban", iban)],
+            )
+        )
+        out.append(
+            Sample(
+                "iban in json",
+                json.dumps({"payee": {"iban": iban, "bic": "DEUTDEFF"}}),
+                [("iban", iban)],
+                is_json=True,
+            )
+        )
+        out.append(
+            Sample(
+                "iban in csv",
+                f"id,name,iban,amount\n{rng.randint(1, 999)},ACME,{iban},120.50\n",
+                [("iban", iban)],
+            )
+        )
+    for _ in range(6):
+        phone = _phone(rng)
+        out.append(
+            Sample(
+                "phone in ticket", f"Customer asked for a callback at {phone} after 5pm.", [("phone", phone)]
+            )
+        )
+        out.append(
+            Sample(
+                "phone in json",
+                json.dumps({"contact": {"phone": phone, "name": "K. Tanaka"}}),
+                [("phone", phone)],
+                is_json=True,
+            )
+        )
+    for _ in range(4):
+        email = _email(rng)
+        out.append(
+            Sample(
+                "email in log",
+                f"2024-05-02 11:04:12 INFO sent reset link to {email} (queue=mail)",
+                [("email", email)],
+            )
+        )
+        out.append(
+            Sample(
+                "email in git",
+                f"{prompt}git log -1 --format='%an <%ae>'\r\nJane <{email}>\r\n",
+                [("email", email)],
+            )
+        )
+    out += _generated_lookalikes(rng, prompt)
+    return out
+
+
+def generated_lookalikes(rng: random.Random) -> list[str]:
+    """Strings that look like secrets or personal data and are neither."""
+    sha = hashlib.sha1(rng.randbytes(8)).hexdigest()
+    blob = base64.b64encode(rng.randbytes(rng.randint(48, 300))).decode()
+    version = f"{rng.randint(1, 30)}.{rng.randint(0, 20)}.{rng.randint(0, 99)}"
+    return [
+        sha,
+        sha[:7],
+        sha[:12],
+        hashlib.sha256(rng.randbytes(8)).hexdigest(),
+        "sha256:" + hashlib.sha256(rng.randbytes(8)).hexdigest(),
+        "sha512-" + base64.b64encode(hashlib.sha512(rng.randbytes(8)).digest()).decode(),
+        hashlib.md5(rng.randbytes(8)).hexdigest(),
+        str(uuid.UUID(int=rng.getrandbits(128))),
+        str(uuid.UUID(int=rng.getrandbits(128))).upper(),
+        blob,
+        "data:image/png;base64," + blob,
+        "2024-03-15T10:42:17.512Z",
+        f"2024-03-15 10:42:{rng.randint(10, 59)},512",
+        str(rng.randint(1_600_000_000, 1_800_000_000)),
+        str(rng.randint(1_600_000_000_000, 1_800_000_000_000)),
+        str(rng.randint(1_600_000_000_000_000_000, 1_800_000_000_000_000_000)),
+        version,
+        f"v{version}-rc.{rng.randint(1, 9)}",
+        f"{rng.randint(1, 12)}.{rng.randint(0, 9)}.{rng.randint(0, 20000)}.{rng.randint(0, 9999)}",
+        f"python{rng.randint(3, 3)}.{rng.randint(8, 13)}",
+        f"localhost:{rng.randint(1024, 65535)}",
+        f"0.0.0.0:{rng.choice([80, 443, 5432, 6379, 8080])}",
+        f"took {rng.randint(100000, 99999999)} us",
+        f"rows={rng.randint(1000, 99999999)}",
+        f"pid {rng.randint(100, 4194304)}",
+        f"{rng.randint(10**9, 10**12)} bytes",
+        f"inode {rng.randint(10**12, 10**15)}",
+        f"order #{rng.randint(10**11, 10**14)}",
+        f"request_id={uuid.UUID(int=rng.getrandbits(128)).hex}",
+        f"trace_id={_rand(rng, HEX, 32)}",
+        f"app:build-{sha}",
+        "TestTokenizerHandlesUnicode",
+        "test_password_reset_sends_email",
+        "PASSWORD_RESET_TIMEOUT = 3600",
+        "password_hash = bcrypt.hashpw(password, salt)",
+        "token_count = len(tokens)",
+        "--password-stdin",
+        "--password-file /run/secrets/db",
+        "git@github.com:acme/app.git",
+        "dev@box:~/src$ ",
+        f"ssh -p 2222 deploy@{rng.choice(['bastion', 'jump'])}",
+        f"image@sha256:{hashlib.sha256(rng.randbytes(4)).hexdigest()}",
+        f'ETag: "{_rand(rng, HEX, 32)}"',
+        f'resourceVersion: "{rng.randint(10**6, 10**9)}"',
+        f"ISBN 978-{rng.randint(0, 9)}-{rng.randint(100, 999)}-{rng.randint(10000, 99999)}-{rng.randint(0, 9)}",
+        f"lat={rng.uniform(-90, 90):.6f} lon={rng.uniform(-180, 180):.6f}",
+        f"Processing chunk {rng.randint(1, 9)}/{rng.randint(10, 99)} at offset {rng.randint(10**6, 10**9)}",
+    ]
+
+
+def _generated_lookalikes(rng: random.Random, prompt: str) -> list[Sample]:
+    items = generated_lookalikes(rng)
+    out = [Sample("look-alikes in a log", "\n".join(items), [], items)]
+    out.append(
+        Sample(
+            "look-alikes in json",
+            json.dumps({"events": items[:20], "meta": {"build": items[0], "id": items[7]}}),
+            [],
+            items[:20],
+            is_json=True,
+        )
+    )
+    listing = (
+        f"{prompt}git log --oneline -3\r\n{items[1]} fix: retry on 503\r\n{items[2][:7]} feat: add cache\r\n"
+        f"{prompt}pip list | head -2\r\nrequests  2.31.0\r\nurllib3   {items[16]}\r\n"
+        f"{prompt}docker images\r\napp  {items[17]}  {items[0][:12]}  2 days ago  {items[25]}\r\n"
+    )
+    out.append(
+        Sample(
+            "look-alikes in a session", listing, [], [items[1], "2.31.0", items[16], items[17], items[0][:12]]
+        )
+    )
+    return out

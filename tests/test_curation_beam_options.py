@@ -85,7 +85,7 @@ def test_unknown_pii_class_is_refused_naming_the_choices(capsys: pytest.CaptureF
     with pytest.raises(SystemExit):
         run(["in", "--out", "out", "--redact-pii", "email,passport"])
     err = capsys.readouterr().err
-    assert "passport" in err and "email, phone, ip" in err
+    assert "passport" in err and "email, card, iban, phone, ip" in err
 
 
 def test_keystroke_log_travels_with_its_typescript_on_a_url_filesystem(tmp_path: Path) -> None:

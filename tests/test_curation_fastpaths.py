@@ -39,6 +39,7 @@ from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, 
 from curation_agents.score import BINARY_NOISE, _binary_noise_count
 from curation_agents.terminal_screen import TerminalScreen
 from schemas import Action, ActionKind, ObservationFormat
+from worldline.redaction.detect import _STRUCTURED_GATE
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -224,7 +225,7 @@ def test_redaction_with_precheck_equals_redaction_without_it(text: str) -> None:
     counts: Counter[str] = Counter()
     result = redact(text, counts)
     reference_counts: Counter[str] = Counter()
-    with mock.patch("curation_agents.redact.may_contain_secret", return_value=True):
+    with mock.patch("worldline.redaction.detect.may_contain_secret", return_value=True):
         reference = redact(text, reference_counts)
     assert (result, counts) == (reference, reference_counts)
 
@@ -242,8 +243,10 @@ def _json_text_is_clean_check_by_check(source: bytes, pii: frozenset[str]) -> bo
     if b"\\u" in source or b"\\/" in source or not source.isascii():
         return False
     text = source.decode("ascii")
-    return not may_contain_secret(text) and not any(
-        kind in pii and _pii_possible(text, kind) for kind in PII_CLASSES
+    return (
+        not may_contain_secret(text)
+        and _STRUCTURED_GATE.search(text) is None
+        and not any(kind in pii and _pii_possible(text, kind) for kind in PII_CLASSES)
     )
 
 

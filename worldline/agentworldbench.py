@@ -43,6 +43,7 @@ import os
 import random
 import re
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,8 @@ from schemas import (
     Turn,
     stable_id,
 )
+from worldline.redaction import DEFAULT_PII, redact_text_or_json
+from worldline.redaction.records import redact_trajectory
 
 META_KEY = "agentworldbench"
 """Key of the trajectory / turn metadata that carries what only the AgentWorldBench layout has."""
@@ -934,6 +937,7 @@ class ImportReport:
     conflicting_variants: int = 0
     quarantined: dict[str, int] = field(default_factory=dict)
     quarantine_file: str | None = None
+    redactions: dict[str, int] = field(default_factory=dict)  # secrets and PII redacted, per class
 
     @property
     def samples_quarantined(self) -> int:
@@ -956,6 +960,7 @@ class ImportReport:
             "conflicting_variants": self.conflicting_variants,
             "quarantined": self.quarantined,
             "quarantine_file": self.quarantine_file,
+            "redactions": self.redactions,
         }
 
 
@@ -974,8 +979,12 @@ def import_agentworldbench(
     *,
     source_name: str = SOURCE_NAME,
     licence: str | None = None,
+    pii: frozenset[str] = DEFAULT_PII,
 ) -> ImportReport:
     """Import sample files into a trajectory dataset; bad lines go to `out_dir/quarantine/`.
+
+    Every trajectory is redacted before it is written (secrets always, the personal-data classes in
+    PII), and so is every quarantined line.
 
     Turn variants of one trajectory (same domain and id) become one trajectory; trajectories already
     in out_dir (same stable id) are not written again, so re-running an import adds nothing.
@@ -987,12 +996,16 @@ def import_agentworldbench(
     report = ImportReport(files=[str(f) for f in files])
     groups: dict[tuple[Any, ...], _Group] = {}
     quarantine: AtomicTextFile | None = None
+    redactions: Counter[str] = Counter()
 
     def reject(error: SampleError) -> None:
         nonlocal quarantine
         if quarantine is None:
             quarantine = AtomicTextFile(out / "quarantine" / "agentworldbench.jsonl")
-        quarantine.write_line(json.dumps(error.to_json(), ensure_ascii=False))
+        # An error quotes the sample it rejects: redacted like the trajectories.
+        quarantine.write_line(
+            redact_text_or_json(json.dumps(error.to_json(), ensure_ascii=False), redactions, pii)
+        )
         report.quarantined[error.reason] = report.quarantined.get(error.reason, 0) + 1
 
     # Pass 1: validate every line and index the turn variants by fingerprint.
@@ -1053,19 +1066,19 @@ def import_agentworldbench(
                     group = chosen.get((fno, lineno))
                     if group is None or isinstance(item, SampleError):
                         continue
-                    writer.write(
-                        sample_to_trajectory(
-                            item,
-                            domain=group.domain,
-                            source_uri=str(path),
-                            source_name=source_name,
-                            licence=licence,
-                            turn_indices=group.turn_indices,
-                            list_lengths=group.list_lengths,
-                            current_prompts=group.current_prompts,
-                            variant=group.variant,
-                        )
+                    trajectory = sample_to_trajectory(
+                        item,
+                        domain=group.domain,
+                        source_uri=str(path),
+                        source_name=source_name,
+                        licence=licence,
+                        turn_indices=group.turn_indices,
+                        list_lengths=group.list_lengths,
+                        current_prompts=group.current_prompts,
+                        variant=group.variant,
                     )
+                    # Public samples carry what their authors' sessions showed: redacted on the way in.
+                    writer.write(redact_trajectory(trajectory, redactions, pii))
                     report.trajectories_written += 1
     except BaseException:
         if quarantine is not None:
@@ -1074,6 +1087,7 @@ def import_agentworldbench(
     if quarantine is not None:
         quarantine.commit()
         report.quarantine_file = str(quarantine.path)
+    report.redactions = dict(redactions)
     return report
 
 

@@ -10,9 +10,10 @@ import logging
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 import openai
@@ -24,6 +25,7 @@ from worldline.llm.errors import LLMCallFailed, MalformedResponse, RequestReject
 from worldline.llm.parsing import PredictionParse, parse_predicted_observation, parse_tool_arguments
 from worldline.llm.parsing import split_reasoning as split_reasoning_text
 from worldline.llm.retry import backoff_delay, error_headers, is_retryable, retry_after_seconds
+from worldline.redaction.records import redact_message
 
 log = logging.getLogger("worldline.llm")
 
@@ -131,6 +133,8 @@ class LLMClient:
             weakref.WeakKeyDictionary()
         )
         self._loops_lock = threading.Lock()
+        # Secrets and PII redacted from outgoing messages, per class (the values are never kept).
+        self.redactions: Counter[str] = Counter()
         # The backoff sleep, replaceable so tests can observe computed delays without waiting.
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
@@ -244,6 +248,9 @@ class LLMClient:
         """Execute one ChatRequest: cache lookup, budget reservation, bounded attempts with backoff."""
         role = Role(request.role).value
         model = request.model or self.config.model_for(request.role)
+        # Nothing leaves for an endpoint (or enters the cache) unredacted: every message's content,
+        # content parts and tool-call arguments go through the shared redaction core first.
+        request = replace(request, messages=[redact_message(m, self.redactions) for m in request.messages])
         wire = _wire_request(model, request)
         key = cache_key({**wire, "sample_index": request.sample_index})
 

@@ -1,0 +1,207 @@
+"""Secrets planted on every path into a pool must reach none of what the pipeline writes or sends.
+
+Paths: a terminal trajectory collected on the real engine (its shard and its asciicast), a recording
+cleaned by `worldline clean` (shards, quarantine, summary, checkpoints, the LLM curator's requests),
+the AgentWorldBench import, a direct LLM request; then pools built from all of them and an
+AgentWorldBench export. Passwords typed at prompts in other languages (and at a PEM pass-phrase
+prompt) are read with echo off, so only the PTY's echo can give them away.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.runner import CollectConfig, collect
+from curation_agents import runner as runner_module
+from curation_agents.llm_stages import LLMCurator
+from curation_agents.model import CleanConfig
+from curation_agents.runner import CleanRun
+from schemas import iter_trajectories
+from tests.redaction_corpus import _card, _iban, _jwt, _pem_block, _phone, _url_password, _vendor_tokens
+from worldline.agentworldbench import export_agentworldbench, import_agentworldbench
+from worldline.llm import SyncLLMClient
+
+PROMPT_PASSWORDS = {
+    "[sudo] Passwort für dev: ": "Geheim-Passwort-42",
+    "[sudo] mot de passe de dev : ": "motdepasse-Secret-7",
+    "パスワード: ": "kagi-Himitsu-993",
+    "Enter PEM pass phrase:": "pem-Phrase-Zebra-5",
+    "Пароль: ": "parol-Sekret-2024",
+}
+
+
+def _planted(seed: int) -> tuple[str, list[str]]:
+    """A text holding one secret of most held-out-style classes, and the values that must vanish."""
+    rng = random.Random(seed)
+    values: list[str] = []
+    lines = []
+    for cls, name, value in _vendor_tokens(rng):
+        if cls in (
+            "slack",
+            "stripe",
+            "twilio",
+            "telegram",
+            "sendgrid",
+            "dockerhub",
+            "square",
+            "mailgun",
+            "unnamed_vendor",
+        ):
+            lines.append(f"{name}={value}")
+            values.append(value)
+    sa_pem = _pem_block(rng, "PRIVATE KEY") + "\n"
+    lines.append(json.dumps({"type": "service_account", "private_key_id": "ab" * 20, "private_key": sa_pem}))
+    values += ["ab" * 20, sa_pem.split("\n")[2]]
+    kube_token = _jwt(rng)
+    lines.append(f"users:\n- name: admin\n  user:\n    token: {kube_token}")
+    values.append(kube_token)
+    pgpass_pw, url_pw, redis_pw = (_url_password(rng) for _ in range(3))
+    lines += [
+        f"db.internal:5432:shop:app:{pgpass_pw}",
+        f"DSN=postgres://app:{url_pw}@db:5432/x",
+        f"redis://:{redis_pw}@cache:6379",
+    ]
+    values += [pgpass_pw, url_pw, redis_pw]
+    card, iban, phone = _card(rng), _iban(rng), _phone(rng)
+    lines += [f"card={card}", f"IBAN: {iban}", f"Rückruf unter {phone}"]
+    values += [card, iban, phone]
+    return "\n".join(lines) + "\n", values
+
+
+def _blob(root: Path) -> str:
+    parts: list[str] = []
+    for f in sorted(root.rglob("*")):
+        if not f.is_file():
+            continue
+        if f.suffix == ".parquet":
+            parts.append(json.dumps(pq.read_table(f).to_pylist(), default=str, ensure_ascii=False))
+        else:
+            parts.append(f.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+def _cast_with_prompts(path: Path, secrets_text: str) -> None:
+    """An asciicast of a session that types passwords at no-echo prompts and prints secrets."""
+    events: list[list[Any]] = [[0.0, "o", "dev@box:~$ "]]
+    t = 0.1
+
+    def typed(text: str, echo: bool) -> None:
+        nonlocal t
+        for ch in text:
+            events.append([round(t, 3), "i", ch])
+            if echo:
+                events.append([round(t + 0.01, 3), "o", ch])
+            t += 0.05
+
+    for prompt, password in PROMPT_PASSWORDS.items():
+        typed("sudo -k true", echo=True)
+        events.append([round(t, 3), "i", "\r"])
+        events.append([round(t + 0.01, 3), "o", f"\r\n{prompt}"])
+        t += 0.1
+        typed(password, echo=False)
+        events.append([round(t, 3), "i", "\r"])
+        events.append([round(t + 0.01, 3), "o", "\r\ndev@box:~$ "])
+        t += 0.1
+    typed("cat secrets.txt", echo=True)
+    events.append([round(t, 3), "i", "\r"])
+    events.append([round(t + 0.01, 3), "o", "\r\n" + secrets_text.replace("\n", "\r\n") + "dev@box:~$ "])
+    header = {"version": 2, "width": 120, "height": 30, "timestamp": 1700000000}
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in [header, *events]) + "\n")
+
+
+def _awb_sample(secrets_text: str) -> dict[str, Any]:
+    first = "**Action:**\n```bash\ncat secrets.txt\n```"
+    return {
+        "task": "terminal",
+        "id": 7,
+        "turn_idx": 1,
+        "total_turns": 1,
+        "system_str": "You simulate a Linux terminal.",
+        "prompt": [first],
+        "response": ["**Environment Observation:**\n" + secrets_text],
+        "current_prompt": first,
+    }
+
+
+@pytest.mark.engine
+def test_no_planted_secret_reaches_shards_casts_pools_exports_or_llm_requests(
+    tmp_path: Path, fake_llm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets_text, values = _planted(5)
+    values += list(PROMPT_PASSWORDS.values())
+
+    # 1. A collected terminal trajectory and its recording: passwords typed at no-echo prompts.
+    actions: list[Any] = []
+    for i, (prompt, password) in enumerate(PROMPT_PASSWORDS.items()):
+        read = f"read -rs -p '{prompt}' P{i}; echo; echo got ${{#P{i}}}\n"
+        actions += [{"keystrokes": read, "duration": 2}, {"keystrokes": password + "\n", "duration": 2}]
+    actions.append("cat secrets.txt")
+    task = {
+        "id": "plant",
+        "instruction": "show the settings",
+        "files": {"secrets.txt": secrets_text},
+        "actions": actions,
+    }
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(task, ensure_ascii=False) + "\n")
+    collected = tmp_path / "collected"
+    summary = collect(CollectConfig(env="terminal", tasks_path=tasks, policy="scripted", out=collected))
+    [trajectory] = list(iter_trajectories(collected))
+    assert trajectory.status.value == "complete", trajectory.status_reason
+    assert summary.redactions["unechoed_input"] == len(PROMPT_PASSWORDS), summary.redactions
+    assert list((collected / "casts").glob("*.cast")), "the session was recorded"
+
+    # 2. A recording cleaned by the cleaner, with its LLM curator on the fake server.
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _cast_with_prompts(raw / "session.cast", secrets_text)
+    fake_llm.set_default(
+        lambda req: '{"domain": "terminal", "score": 0.9, "why": "shell", "reasons": ["ok"]}'
+    )
+    monkeypatch.setattr(
+        runner_module,
+        "_make_curator",
+        lambda budget=None: LLMCurator(SyncLLMClient(fake_llm.config(cache_path=None))),
+    )
+    cleaned = tmp_path / "cleaned"
+    clean_summary = CleanRun(
+        [str(raw)], cleaned, CleanConfig(use_llm=True, unsure_band=1.0), checkpoint="always"
+    ).run()
+    assert clean_summary["accepted"] == 1, clean_summary
+
+    # 3. The AgentWorldBench import.
+    awb_in = tmp_path / "awb" / "terminal_test.jsonl"
+    awb_in.parent.mkdir()
+    awb_in.write_text(json.dumps(_awb_sample(secrets_text), ensure_ascii=False) + "\n")
+    imported = tmp_path / "imported"
+    report = import_agentworldbench([awb_in], imported)
+    assert report.trajectories_written == 1 and report.redactions, report.to_json()
+
+    # 4. A direct LLM request (a judge or policy call) with secrets in its messages.
+    with SyncLLMClient(fake_llm.config(cache_path=None)) as client:
+        fake_llm.set_default(lambda req: "ok")
+        client.chat("judge", [{"role": "user", "content": "Rate this session:\n" + secrets_text}])
+
+    # Exports of everything written.
+    exported = tmp_path / "exported"
+    every = [t for root in (collected, cleaned, imported) for t in iter_trajectories(root)]
+    export_agentworldbench(every, exported)
+
+    blob = "\n".join(
+        [
+            *(_blob(p) for p in (collected, cleaned, imported, exported)),
+            *(json.dumps(r.body, ensure_ascii=False) for r in fake_llm.all_requests),
+        ]
+    )
+    assert fake_llm.all_requests
+    leaked = [v for v in values if v in blob]
+    assert not leaked, f"{len(leaked)} of {len(values)} planted values leaked, e.g. {leaked[:3]}"
+    kinds = Counter(trajectory.metadata.get("redaction_kinds") or {})
+    assert {"card", "iban", "phone", "password", "unechoed_input"} <= set(kinds), kinds
