@@ -34,6 +34,7 @@ that reads the secret from `PROMPT_COMMAND` can then forge boundaries.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import select
@@ -49,6 +50,8 @@ import docker.errors
 from collectors.recording import AsciicastWriter, TerminalScreen, render_terminal
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError
 from collectors.shell_state import PromptState, ShellProbe
+
+_log = logging.getLogger(__name__)
 
 # OSC 697 is unassigned; terminals (and our renderer) ignore unknown OSC sequences.
 _OSC = b"\x1b]697;"
@@ -315,11 +318,7 @@ class PersistentShell:
             raise SandboxError(f"sandbox {self.sandbox.name}: cannot start bash on a PTY: {exc}") from exc
         self._exec_id = exec_id
         self._sock = getattr(conn, "_sock", conn)
-        try:
-            pid = api.exec_inspect(exec_id).get("Pid")
-        except docker.errors.APIError:
-            pid = None
-        self.probe, why = ShellProbe.attach(int(pid) if pid else None, self.secret)
+        self.probe, why = ShellProbe.attach(self._shell_pid(timeout_s), self.secret)
         self.unconfirmed = None if self.probe is not None else f"unconfirmed ({why})"
         try:
             api.exec_resize(exec_id, height=self.rows, width=self.cols)
@@ -339,6 +338,18 @@ class PersistentShell:
         if self.recorder is not None:
             self.recorder.output(first.encode())
         return first
+
+    def _shell_pid(self, timeout_s: float) -> int | None:
+        """The shell's process id on the engine's host; the engine reports it once the exec runs."""
+        deadline = time.monotonic() + min(timeout_s, 10.0)
+        while True:
+            try:
+                pid = int(self.sandbox.client.api.exec_inspect(self._exec_id).get("Pid") or 0)
+            except (docker.errors.APIError, ValueError, TypeError):
+                return None
+            if pid > 0 or time.monotonic() >= deadline:
+                return pid or None
+            time.sleep(0.01)
 
     def close(self) -> None:
         if self._sock is not None:
@@ -549,6 +560,14 @@ class PersistentShell:
                     continue
                 else:
                     self.at_prompt = True
+                    _log.debug(
+                        "prompt confirmed: %s, $?=%s, reads %s (needed %s), after a marker: %s",
+                        state.reason,
+                        state.exit_code,
+                        state.reads,
+                        consumed,
+                        marked,
+                    )
                     return _Prompt(state.exit_code, BOUNDARY_CONFIRMED)
                 continue
             idle_since = None
