@@ -445,14 +445,44 @@ _PII_HINT: dict[str, tuple[re.Pattern[str], ...]] = {
         re.compile(r"\.\d{3}[\-.]\d{4}"),
     ),
     "ip": (re.compile(r"\.\d{1,3}\.\d"), re.compile(r":[0-9a-fA-F]{0,4}:")),
-    "card": (re.compile(r"\d{4}[ \-]?\d{4}[ \-]?\d{4}"), re.compile(r"\d{4}[ \-]\d{6}[ \-]\d{4}")),
-    "iban": (re.compile(r"[A-Z]{2}\d{2} ?[A-Z0-9]{4} ?[A-Z0-9]{4}"),),
 }
-# Phone numbers with a 00 international prefix have a hint of their own (the other hints need "+").
-_PHONE_00 = re.compile(r"00[1-9]\d{0,2}[ .\-(]?\d")
-# The hints of the classes whose patterns start at a digit or letter class run as one RE2 scan: a
-# digit class is tried at every digit by `re`, and logs are full of digits.
-_DIGIT_HINTS = {kind: re2.compile("|".join(h.pattern for h in _PII_HINT[kind])) for kind in ("card", "iban")}
+# Hints of the classes whose patterns start at a digit or letter class, each starting where the
+# pattern's lookbehind lets a match start ({E}: the start or a character the lookbehind allows), so
+# the digits of a float or a hash do not count. In JSON text an escape (\n, \t) stands for the white
+# space the decoded string has there, so there it counts as an edge too.
+_EDGE_HINTS = {
+    "card": (r"[^\w.+/\-]", r"{E}\d{4}[ \-]?\d{4}[ \-]?\d{4}|{E}\d{4}[ \-]\d{6}[ \-]\d{4}"),
+    "iban": (r"[^\w\-]", r"{E}[A-Z]{2}\d{2} ?[A-Z0-9]{4} ?[A-Z0-9]{4}"),
+    # Phone numbers with a 00 international prefix (the other phone hints need "+" or a separator).
+    "phone": (r"[^\w+./:#=\-]", r"{E}00[1-9]\d{0,2}[ .\-(]?\d"),
+}
+
+
+def _edge_hint(kind: str, json_text: bool) -> str:
+    allowed, template = _EDGE_HINTS[kind]
+    edge = f"(?:^|{allowed}|\\\\[nrtbf])" if json_text else f"(?:^|{allowed})"
+    return template.replace("{E}", edge)
+
+
+# One RE2 scan each: a digit class is tried at every digit by `re`, and logs are full of digits.
+_DIGIT_HINTS = {kind: re2.compile(_edge_hint(kind, False)) for kind in _EDGE_HINTS}
+_SLOW_GATE = re2.compile(
+    "|".join([_STRUCTURED_GATE.pattern, *(_edge_hint(kind, False) for kind in _EDGE_HINTS)])
+)
+
+
+# Every gate above as one RE2 scan over the bytes of an ASCII text: the needles (case-insensitive, as
+# may_contain_secret searches them in the lower-cased text), SendGrid's prefix, and the slow gate. A
+# text it finds nothing in (most lines of a log) skips the secret patterns and the slow PII classes
+# after one call, instead of one per gate.
+_ANY_GATE = re2.compile(f"(?i:{_NEEDLE.pattern})|SG\\.|{_SLOW_GATE.pattern}".encode())
+
+
+def _nothing_but_pii_hints(text: str) -> bool:
+    """True only when no secret pattern and no slow PII class can match TEXT (one RE2 scan)."""
+    if not text.isascii() or ("://" in text and "@" in text):
+        return False
+    return _ANY_GATE.search(text.encode("ascii")) is None
 
 
 def may_contain_secret(text: str) -> bool:
@@ -493,14 +523,16 @@ def _json_prechecks(pii: frozenset[str]) -> Any:
     needles (case-insensitive: on ASCII text, that is the needles over the lower-cased text, as
     may_contain_secret searches) and the hints of the PII classes in PII."""
     parts = [r"\\u", r"\\/", r"SG\.", f"(?i:{_NEEDLE.pattern})"]
-    parts += [hint.pattern for kind in PII_CLASSES if kind in pii for hint in _PII_HINT[kind]]
-    parts += [_PHONE_00.pattern] if "phone" in pii else []
+    parts += [hint.pattern for kind in PII_CLASSES if kind in pii for hint in _PII_HINT.get(kind, ())]
+    parts += [_edge_hint(kind, True) for kind in _EDGE_HINTS if kind in pii]
     parts += [_STRUCTURED_GATE.pattern]
     return re2.compile("|".join(parts).encode("utf-8"))
 
 
-def _pii_possible(text: str, kind: str) -> bool:
-    """False only when the PII pattern of KIND cannot match TEXT (substring tests first: they are cheap)."""
+def _pii_possible(text: str, kind: str, slow: bool = True) -> bool:
+    """False only when the PII pattern of KIND cannot match TEXT (substring tests first: they are cheap).
+
+    SLOW=False says the slow gate found nothing in TEXT, so the RE2 hints need not run."""
     if kind == "email":
         return "@" in text and _PII_HINT["email"][0].search(text) is not None
     plus, paren, dash, dot = _PII_HINT["phone"]
@@ -510,10 +542,10 @@ def _pii_possible(text: str, kind: str) -> bool:
             or ("(" in text and paren.search(text) is not None)
             or ("-" in text and dash.search(text) is not None)
             or ("." in text and dot.search(text) is not None)
-            or ("00" in text and _PHONE_00.search(text) is not None)
+            or (slow and "00" in text and _DIGIT_HINTS["phone"].search(text) is not None)
         )
     if kind in _DIGIT_HINTS:
-        return _DIGIT_HINTS[kind].search(text) is not None
+        return slow and _DIGIT_HINTS[kind].search(text) is not None
     ipv4, ipv6 = _PII_HINT["ip"]
     return ("." in text and ipv4.search(text) is not None) or (":" in text and ipv6.search(text) is not None)
 
@@ -717,15 +749,20 @@ def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = 
 def _redact_once(text: str, counts: Counter[str] | None, pii: frozenset[str]) -> str:
     if len(text) < _SHORTEST_MATCH:
         return text  # shorter than any secret or PII match
-    if may_contain_secret(text):
-        aws = _AWS_CONTEXT.search(text) is not None
-        text = _apply(text, _secret_spans(text), counts)
-        if aws:
-            text = _redact_aws_secrets(text, counts)
-    if _STRUCTURED_GATE.search(text) is not None:
+    if _nothing_but_pii_hints(text):
+        slow = False  # no needle, no slow class: only the PII classes' substring hints remain
+    else:
+        if may_contain_secret(text):
+            aws = _AWS_CONTEXT.search(text) is not None
+            text = _apply(text, _secret_spans(text), counts)
+            if aws:
+                text = _redact_aws_secrets(text, counts)
+        # Whether any class that starts at a character class can be there at all.
+        slow = _SLOW_GATE.search(text) is not None
+    if slow and _STRUCTURED_GATE.search(text) is not None:
         text = _apply(text, _structured_spans(text), counts)
     for kind in PII_CLASSES:
-        if kind in pii and _pii_possible(text, kind):
+        if kind in pii and _pii_possible(text, kind, slow):
             text = _apply(text, _pii_spans(text, kind), counts)
     return text
 

@@ -97,8 +97,9 @@ def unechoed_input_events(events: Sequence[Sequence[Any]]) -> set[int]:
             continue
         code, data = event[1], event[2]
         if code == "o":
-            for m in _ALT_SCREEN.finditer(data):
-                alternate = m.group(1) == "h"
+            if "\x1b[?" in data:
+                for m in _ALT_SCREEN.finditer(data):
+                    alternate = m.group(1) == "h"
             if line_events:
                 if after_enter is None:
                     echo.append(data)
@@ -108,6 +109,10 @@ def unechoed_input_events(events: Sequence[Sequence[Any]]) -> set[int]:
                     if after_enter <= 0:
                         settle()
         elif code == "i":
+            if len(data) == 1 and " " <= data <= "~" and not alternate and after_enter is None:
+                line_events.append(index)  # one printable key: most input events
+                typed += data
+                continue
             if alternate or data.startswith(MARKER_PREFIX):  # a full-screen program's keys; redacted keys
                 line_events, echo, after_enter, typed = [], [], None, ""
                 continue
