@@ -6,7 +6,7 @@ of anything on the host.
 
 Every process in it runs as the unprivileged user `agent` (uid 1000, gid 1000, home /home/agent, a
 tmpfs) unless the task says `"limits": {"root": true}`. On Podman the container gets a user namespace
-of its own (`UsernsMode: auto`, ranges from the `containers` entries of /etc/subuid and /etc/subgid that
+of its own (`UsernsMode: auto:size=65536`, ranges from the `containers` entries of /etc/subuid and /etc/subgid that
 infra/engine.sh creates), so even a root task's uid 0 is an unprivileged host uid. The seccomp profile
 is the engine's default with new namespaces, mounts and ptrace denied (infra/seccomp.json), plus
 no-new-privileges and dropped capabilities. Docker Engine has no per-container user namespace: there a
@@ -51,6 +51,7 @@ SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 SANDBOX_HOME = "/home/agent"
 SECCOMP_PROFILE = REPO_ROOT / "infra" / "seccomp.json"
+USERNS_SIZE = 65536  # ids of each sandbox's user namespace on Podman (uid 0 .. 65535 inside)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,10 @@ class Sandbox:
             )
             if product == "podman":
                 # docker-py only knows "host"; Podman's compat API takes its own modes in the same field.
-                host_config["UsernsMode"] = "auto"
+                # The size is explicit: without it Podman 4.3 reads the image's passwd files to size the
+                # namespace under the layers lock, which deadlocks against a concurrent container cleanup
+                # (podman#16062, fixed in containers/storage#1387, later than Debian 12's podman).
+                host_config["UsernsMode"] = f"auto:size={USERNS_SIZE}"
             created = client.api.create_container(
                 ref,
                 ["sleep", f"{max(1, int(limits.ttl_s))}"],
