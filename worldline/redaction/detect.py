@@ -69,7 +69,7 @@ _KEY_SUFFIX = (
     r"|account[-_]?key|auth[-_]?key|shared[-_]?access[-_]?key|key[-_]?data|credentials?"
     r"|secret[-_]?access[-_]?key|session[-_]?token|client[-_]?secret"
     # The same word in other languages, as config keys and form fields name it.
-    r"|passwort|kennwort|contrase(?:ñ|n)a|senha|wachtwoord|l(?:ö|o)senord|has(?:ł|l)o|parola|salasana"
+    r"|(?<![A-Za-z])passe|mot[-_ ]?de[-_ ]?passe|passwort|kennwort|contrase(?:ñ|n)a|senha|wachtwoord|l(?:ö|o)senord|has(?:ł|l)o|parola|salasana"
     r"|adgangskode|heslo|jelsz(?:ó|o)|(?:ş|s)ifre|пароль|密码|密碼|口令|パスワード|비밀번호)"
 )
 
@@ -268,7 +268,7 @@ _PII_PATTERNS: dict[str, str] = {
     "phone": r"(?<![\w+./:#=-])(?:(?P<intl>(?:\+|00(?=[1-9]))\d{1,3}(?:[ .\-]?\(\d{1,5}\))?[ .\-]?\d{1,8}(?:[ .\-]\d{1,8}){0,5})"
     r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w./:-])",
     # Payment card numbers: 12-19 digits, in groups of 4 (Amex 4-6-5) or none; Luhn-checked.
-    "card": r"(?<![\w.+/-])\d{4}(?:(?P<sep>[ \-])\d{4}(?P=sep)\d{4}(?P=sep)\d{1,7}|(?P<amex>[ \-])\d{6}(?P=amex)\d{4,5}"
+    "card": r"(?<![\w.+/-])\d{4}(?:(?P<sep>[ \-])\d{4}(?P=sep)\d{4}(?P=sep)\d{1,7}(?:(?P=sep)\d{1,3})?|(?P<amex>[ \-])\d{6}(?P=amex)\d{4,5}"
     r"|\d{8,15})(?![\w.+/:-])",
     # IBANs, compact or in groups of four; checked with mod 97 and the country's format.
     "iban": r"(?<![\w-])[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,3})?)(?![\w-])",
@@ -571,6 +571,8 @@ def _is_secret_value(value: str, sep: str | None, name: str) -> bool:
     op = sep.strip()
     if inner.lower() in _TYPE_WORDS or inner.lower() == name.lower():
         return False  # password: str, password=password: an annotation, a variable passed on
+    if _BOOTSTRAP_TOKEN.match(inner) and any(c.isdigit() for c in inner):
+        return True  # a Kubernetes bootstrap token (abcdef.0123456789abcdef), not an attribute
     if _EXPRESSION.search(inner):
         return False  # get_token(), settings.SECRET_KEY, os.environ["X"], tokens[0]
     if _PLAIN_WORD.match(inner) and op != ":" and not name.isupper():
@@ -580,6 +582,7 @@ def _is_secret_value(value: str, sep: str | None, name: str) -> bool:
     return True
 
 
+_BOOTSTRAP_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 _EXPRESSION = re.compile(r"[(\[]|^[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 _PLAIN_WORD = re.compile(r"^[A-Za-z_]+$")
 
@@ -807,6 +810,18 @@ def redact_json(value: Any, counts: Counter[str] | None = None, pii: frozenset[s
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         for key, item in value.items():
+            if (
+                "card" in pii
+                and isinstance(item, str)
+                and isinstance(key, str)
+                and _CARD_CONTEXT.search(key)
+                and card_number_valid(item.strip())
+            ):
+                # The key names a card: the number needs no brand prefix to count as one.
+                if counts is not None:
+                    counts["card"] += 1
+                out[key] = marker("card")
+                continue
             if isinstance(item, str) and isinstance(key, str) and _CREDENTIAL_KEY.search(key):
                 if (
                     item
