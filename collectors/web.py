@@ -26,11 +26,12 @@ bundled sites (collectors/sites/) are copied in and served on the sandbox's own 
 What a page may load is an allow-list of origins per task: the bundled sites, plus the task's
 `web.allow` when it has `"network": true`. `url_verdict` refuses every other host, port and scheme
 (file:, chrome:, view-source:, javascript:, ...) before a request leaves the browser: the collector
-checks start URLs and `goto`, the helper routes every request and WebSocket of the context, a
-host-resolver rule maps every other host name to NOTFOUND, and the image's managed Chromium policy
-blocks local schemes, downloads and file dialogs. A refusal is the environment's answer: the turn's
-`info["refused"]` lists what was stopped and why, a refused navigation is the observation's last
-action error (the tab keeps its page, or shows Chromium's ERR_BLOCKED_BY_CLIENT page), and a refused
+checks start URLs and `goto`, the helper routes every request and WebSocket of the context,
+Chromium's managed policy (written per sandbox by the helper) blocks every URL but the allowed origins
+on every navigation, redirects included, as well as downloads and file dialogs, and a host-resolver
+rule lets only the allowed hosts resolve (IP literals included). A refusal is the environment's answer:
+the turn's `info["refused"]` lists what was stopped and why, a refused navigation is the observation's
+last action error (the tab keeps its page, or shows Chromium's "blocked" page), and a refused
 start URL ends the episode as `env_failure` with the reason. A watchdog compares the browser's
 processes (listed by Chromium, measured in the sandbox) after every step against `memory_mb` and `pids`.
 """

@@ -16,7 +16,8 @@ INFRA = Path(__file__).resolve().parent.parent / "infra"
 
 
 @pytest.mark.parametrize(
-    "script", ["install-system.sh", "engine.sh", "build-images.sh", "build-desktop-image.sh"]
+    "script",
+    ["install-system.sh", "engine.sh", "build-images.sh", "build-desktop-image.sh", "build-browser-image.sh"],
 )
 def test_scripts_are_valid_bash(script: str) -> None:
     assert subprocess.run(["bash", "-n", str(INFRA / script)], capture_output=True).returncode == 0
@@ -29,6 +30,7 @@ def test_provisioning_is_idempotent_and_fast_when_done() -> None:
         (["engine.sh", "start"], "DOCKER_HOST=unix://"),
         (["build-images.sh"], "worldline/debian exists (cached)"),
         (["build-desktop-image.sh"], "worldline/desktop exists (cached)"),
+        (["build-browser-image.sh"], "worldline/browser exists (cached)"),
     ):
         result = subprocess.run(
             [str(INFRA / script[0]), *script[1:]], capture_output=True, text=True, timeout=60

@@ -156,6 +156,7 @@ def refused_of(trajectory: Trajectory) -> list[dict[str, Any]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_hostile_urls_and_pages_are_refused_in_the_sandbox(host_canary: HostCanary, tmp_path: Path) -> None:
     tasks = attack_tasks(host_canary)
