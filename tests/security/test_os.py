@@ -285,6 +285,7 @@ def host_shadow_lines() -> list[str]:
         return []
 
 
+@pytest.mark.slow  # about 30 s: a desktop per attack
 @pytest.mark.timeout(480)
 def test_hostile_desktop_tasks_act_on_the_sandbox_only(
     host_canary: HostCanary, host_desktop: HostDesktop, tmp_path: Path
