@@ -318,19 +318,34 @@ class PersistentShell:
             raise SandboxError(f"sandbox {self.sandbox.name}: cannot start bash on a PTY: {exc}") from exc
         self._exec_id = exec_id
         self._sock = getattr(conn, "_sock", conn)
-        self.probe, why = ShellProbe.attach(self._shell_pid(timeout_s), self.secret)
-        self.unconfirmed = None if self.probe is not None else f"unconfirmed ({why})"
         try:
             api.exec_resize(exec_id, height=self.rows, width=self.cols)
         except docker.errors.APIError:
             pass  # the size is also in COLUMNS/LINES; some engines refuse a resize this early
         capture = _Capture(1 << 20)
+        # The first prompt comes before any command of the task ran in this shell, so its marker is
+        # trusted; only then is the process the engine reports certainly bash (not still runc's init).
+        self.probe = None
         prompt = self._pump(capture, time.monotonic() + timeout_s, stop_on_prompt=True, record=False)
         if prompt is None:
             raise SandboxError(
                 f"sandbox {self.sandbox.name} ({self.sandbox.image}): bash did not show a prompt within "
                 f"{timeout_s:.0f} s; the image needs bash (use worldline/debian)"
             )
+        probe, why = ShellProbe.attach(self._shell_pid(timeout_s), self.secret)
+        if probe is not None:
+            state = probe.check()
+            for _ in range(100):  # bash reaches readline's wait a moment after its prompt
+                if state.idle:
+                    break
+                time.sleep(0.01)
+                state = probe.check()
+            if not state.idle:
+                probe, why = None, f"the shell is not seen waiting at its first prompt ({state.reason})"
+        self.probe = probe
+        self.unconfirmed = None if self.probe is not None else f"unconfirmed ({why})"
+        if self.probe is None:
+            _log.warning("sandbox %s: step boundaries are %s", self.sandbox.name, self.unconfirmed)
         head, _, _ = capture.parts()
         first = render_terminal(head, self.cols).split("\n")[-1]
         self.screen = TerminalScreen(self.cols, self.rows)
