@@ -12,6 +12,7 @@ finished stage, which saves the LLM calls it already paid for.
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -638,11 +639,15 @@ class CleanRun:
             per_reason[reason] += 1
             per_stage[stage] += 1
         trajectories = 0
+        redactions: Counter[str] = Counter()  # per class, from the trajectories written (never values)
         if read_manifest(self.out) is not None:
-            for _, batch in iter_record_batches(self.out, columns=["source"], batch_size=4096):
-                trajectories += sum(
-                    1 for s in batch.column("source").to_pylist() if s and s.get("uri") in self.seen
-                )
+            for _, batch in iter_record_batches(self.out, columns=["source", "metadata"], batch_size=4096):
+                for source, metadata in zip(
+                    batch.column("source").to_pylist(), batch.column("metadata").to_pylist(), strict=True
+                ):
+                    if source and source.get("uri") in self.seen:
+                        trajectories += 1
+                        redactions.update(_redaction_kinds(metadata))
         summary: dict[str, Any] = {
             "records_in": self.stats.records_in,
             "accepted": len(accepted),
@@ -650,6 +655,7 @@ class CleanRun:
             "per_reason": dict(sorted(per_reason.items())),
             "per_stage": dict(sorted(per_stage.items())),
             "trajectories_written": trajectories,
+            "redactions": dict(sorted(redactions.items())),
             "episodes_quarantined_in_accepted_records": dict(sorted(episode_reasons.items())),
             "resumed_records": self.stats.resumed,
             "processed_records": self.stats.processed,
@@ -668,3 +674,14 @@ class CleanRun:
             raise RuntimeError(f"counts do not reconcile: {summary}; records without an outcome: {missing}")
         atomic_write_json(self.out / "summary.json", summary)
         return summary
+
+
+def _redaction_kinds(metadata: Any) -> dict[str, int]:
+    """The redaction counts per class of a trajectory's metadata column (a JSON text or a mapping)."""
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            return {}
+    kinds = metadata.get("redaction_kinds") if isinstance(metadata, dict) else None
+    return {str(k): int(v) for k, v in kinds.items() if isinstance(v, int)} if isinstance(kinds, dict) else {}

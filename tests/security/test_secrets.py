@@ -175,6 +175,7 @@ def test_no_planted_secret_reaches_shards_casts_pools_exports_or_llm_requests(
         [str(raw)], cleaned, CleanConfig(use_llm=True, unsure_band=1.0), checkpoint="always"
     ).run()
     assert clean_summary["accepted"] == 1, clean_summary
+    assert clean_summary["redactions"]["unechoed_input"] == len(PROMPT_PASSWORDS), clean_summary
 
     # 3. The AgentWorldBench import.
     awb_in = tmp_path / "awb" / "terminal_test.jsonl"
