@@ -23,6 +23,8 @@ from curation_agents import runner as runner_module
 from curation_agents.llm_stages import LLMCurator
 from curation_agents.model import CleanConfig
 from curation_agents.runner import CleanRun
+from pipelines.build import resolve_inputs, run_build
+from pipelines.config import PoolsConfig
 from schemas import iter_trajectories
 from tests.redaction_corpus import _card, _iban, _jwt, _pem_block, _phone, _url_password, _vendor_tokens
 from worldline.agentworldbench import export_agentworldbench, import_agentworldbench
@@ -130,14 +132,18 @@ def _awb_sample(secrets_text: str) -> dict[str, Any]:
     }
 
 
+def _leaks(values: list[str], roots: list[Path], requests: list[Any]) -> list[str]:
+    blob = "\n".join(
+        [*(_blob(p) for p in roots), *(json.dumps(r.body, ensure_ascii=False) for r in requests)]
+    )
+    return [v for v in values if v in blob]
+
+
 @pytest.mark.engine
-def test_no_planted_secret_reaches_shards_casts_pools_exports_or_llm_requests(
-    tmp_path: Path, fake_llm: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_collected_terminal_trajectory_and_its_cast_hold_no_planted_secret(tmp_path: Path) -> None:
     secrets_text, values = _planted(5)
     values += list(PROMPT_PASSWORDS.values())
-
-    # 1. A collected terminal trajectory and its recording: passwords typed at no-echo prompts.
+    # Passwords typed at no-echo prompts in five languages, then a file of secrets printed.
     actions: list[Any] = []
     for i, (prompt, password) in enumerate(PROMPT_PASSWORDS.items()):
         read = f"read -rs -p '{prompt}' P{i}; echo; echo got ${{#P{i}}}\n"
@@ -157,8 +163,24 @@ def test_no_planted_secret_reaches_shards_casts_pools_exports_or_llm_requests(
     assert trajectory.status.value == "complete", trajectory.status_reason
     assert summary.redactions["unechoed_input"] == len(PROMPT_PASSWORDS), summary.redactions
     assert list((collected / "casts").glob("*.cast")), "the session was recorded"
+    # The passwords were typed: the terminal really read them (the shell reports their lengths).
+    shown = "\n".join(t.observation.text for t in trajectory.turns)
+    assert all(f"got {len(pw)}" in shown for pw in PROMPT_PASSWORDS.values()), shown
+    exported = tmp_path / "exported"
+    export_agentworldbench([trajectory], exported)
+    leaked = _leaks(values, [collected, exported], [])
+    assert not leaked, f"{len(leaked)} of {len(values)} planted values leaked, e.g. {leaked[:3]}"
+    kinds = Counter(trajectory.metadata.get("redaction_kinds") or {})
+    assert {"card", "iban", "phone", "password", "unechoed_input"} <= set(kinds), kinds
 
-    # 2. A recording cleaned by the cleaner, with its LLM curator on the fake server.
+
+def test_cleaned_traces_the_awb_import_llm_requests_pools_and_exports_hold_no_planted_secret(
+    tmp_path: Path, fake_llm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets_text, values = _planted(6)
+    values += list(PROMPT_PASSWORDS.values())
+
+    # A recording cleaned by the cleaner, with its LLM curator on the fake server.
     raw = tmp_path / "raw"
     raw.mkdir()
     _cast_with_prompts(raw / "session.cast", secrets_text)
@@ -177,7 +199,7 @@ def test_no_planted_secret_reaches_shards_casts_pools_exports_or_llm_requests(
     assert clean_summary["accepted"] == 1, clean_summary
     assert clean_summary["redactions"]["unechoed_input"] == len(PROMPT_PASSWORDS), clean_summary
 
-    # 3. The AgentWorldBench import.
+    # The AgentWorldBench import.
     awb_in = tmp_path / "awb" / "terminal_test.jsonl"
     awb_in.parent.mkdir()
     awb_in.write_text(json.dumps(_awb_sample(secrets_text), ensure_ascii=False) + "\n")
@@ -185,24 +207,19 @@ def test_no_planted_secret_reaches_shards_casts_pools_exports_or_llm_requests(
     report = import_agentworldbench([awb_in], imported)
     assert report.trajectories_written == 1 and report.redactions, report.to_json()
 
-    # 4. A direct LLM request (a judge or policy call) with secrets in its messages.
+    # A direct LLM request (a judge's or a policy's) with secrets in its messages.
     with SyncLLMClient(fake_llm.config(cache_path=None)) as client:
         fake_llm.set_default(lambda req: "ok")
         client.chat("judge", [{"role": "user", "content": "Rate this session:\n" + secrets_text}])
+        assert client.client.redactions["card"] >= 1
 
-    # Exports of everything written.
+    # Pools built from what was written, and an export of it.
+    cfg = PoolsConfig.load(None)
+    pools = tmp_path / "pools"
+    run_build(resolve_inputs([str(cleaned), str(imported)], [], [], cfg), str(pools), cfg, [])
     exported = tmp_path / "exported"
-    every = [t for root in (collected, cleaned, imported) for t in iter_trajectories(root)]
-    export_agentworldbench(every, exported)
+    export_agentworldbench([t for r in (cleaned, imported) for t in iter_trajectories(r)], exported)
 
-    blob = "\n".join(
-        [
-            *(_blob(p) for p in (collected, cleaned, imported, exported)),
-            *(json.dumps(r.body, ensure_ascii=False) for r in fake_llm.all_requests),
-        ]
-    )
-    assert fake_llm.all_requests
-    leaked = [v for v in values if v in blob]
+    assert fake_llm.all_requests and any(pools.rglob("*.parquet"))
+    leaked = _leaks(values, [cleaned, imported, pools, exported], fake_llm.all_requests)
     assert not leaked, f"{len(leaked)} of {len(values)} planted values leaked, e.g. {leaked[:3]}"
-    kinds = Counter(trajectory.metadata.get("redaction_kinds") or {})
-    assert {"card", "iban", "phone", "password", "unechoed_input"} <= set(kinds), kinds
