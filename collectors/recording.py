@@ -33,6 +33,16 @@ def take_redactions(path: Path) -> tuple[list[str], Counter[str]]:
         return _REDACTIONS.pop(path, ([], Counter()))
 
 
+def remove_unpublished(folder: Path) -> int:
+    """Delete the recordings a killed run left half-written in FOLDER (never redacted, never
+    published); returns how many. Their episodes were not published either, so they run again."""
+    removed = 0
+    for stale in folder.glob(".*.cast.tmp") if folder.is_dir() else []:
+        stale.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 _ALT_SCREEN = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
 
 

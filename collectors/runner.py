@@ -33,7 +33,7 @@ from collectors.environment import (
     load_tasks,
 )
 from collectors.policies import Policy, PolicyError, make_policy
-from collectors.recording import take_redactions
+from collectors.recording import remove_unpublished, take_redactions
 from collectors.sandbox import SandboxError, SandboxLimits, install_signal_cleanup, reap_orphans
 from collectors.shell import keys_to_bytes
 from schemas import (
@@ -245,6 +245,7 @@ def collect(
         reap_orphans(client)
     install_signal_cleanup()
     final, attempts = recorded_outcomes(config.out) if config.resume else (set(), Counter())
+    remove_unpublished(config.out / CASTS_DIR)  # a killed run's recordings: unredacted, never published
     episodes = [(t, r) for t in tasks for r in range(max(1, config.rollouts))]
     pending = [(t, r) for t, r in episodes if episode_key(t.id, r) not in final]
     if on_start is not None:

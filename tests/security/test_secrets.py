@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from collectors.recording import AsciicastWriter, remove_unpublished, take_redactions
 from collectors.runner import CollectConfig, collect
 from curation_agents import runner as runner_module
 from curation_agents.llm_stages import LLMCurator
@@ -223,3 +224,33 @@ def test_cleaned_traces_the_awb_import_llm_requests_pools_and_exports_hold_no_pl
     assert fake_llm.all_requests and any(pools.rglob("*.parquet"))
     leaked = _leaks(values, [cleaned, imported, pools, exported], fake_llm.all_requests)
     assert not leaked, f"{len(leaked)} of {len(values)} planted values leaked, e.g. {leaked[:3]}"
+
+
+def test_a_recording_is_redacted_before_it_is_published(tmp_path: Path) -> None:
+    """The collector's AsciicastWriter: what reaches OUT/casts is redacted; the unechoed text is handed
+    to the runner in memory; a killed run's half-written recording is removed, never published."""
+    secrets_text, values = _planted(7)
+    path = tmp_path / "casts" / "t.cast"
+    writer = AsciicastWriter(path, cols=80, rows=24)
+    writer.output(b"dev@box:~$ ")
+    for ch in "sudo -v\r":
+        writer.input(ch)
+        writer.output(ch.encode().replace(b"\r", b"\r\n"))
+    writer.output("[sudo] Passwort für dev: ".encode())
+    for ch in "Geheim-Passwort-42\r":
+        writer.input(ch)
+    writer.output(b"\r\ndev@box:~$ ")
+    half = len(secrets_text) // 2  # a secret printed in two writes is still one secret
+    writer.output(secrets_text[:half].encode())
+    writer.output(secrets_text[half:].encode())
+    writer.close()
+    text = path.read_text(encoding="utf-8")
+    leaked = [v for v in [*values, "Geheim-Passwort-42"] if v in text]
+    assert not leaked, leaked
+    typed, counts = take_redactions(path)
+    assert typed == ["Geheim-Passwort-42"] and counts["unechoed_input"] == 1, (typed, counts)
+    assert take_redactions(path) == ([], Counter())  # handed out once, then forgotten
+
+    stale = tmp_path / "casts" / ".killed.cast.tmp"
+    stale.write_text('{"version": 2}\n[0.1, "o", "' + values[0] + '"]\n')
+    assert remove_unpublished(tmp_path / "casts") == 1 and not stale.exists() and path.exists()
