@@ -250,8 +250,10 @@ _PATTERNS: list[tuple[str, str]] = [
     ),
     (
         # Assignments in shells, env files, config files and code: DB_PASSWORD=..., password: ..., token = "...".
+        # The value is on the key's line: what follows `Password:` on the next line is what a program
+        # printed after its prompt.
         "password",
-        r"(?P<kw>(?i:" + _KEY_SUFFIX + r"))(?P<sep>\s{0,3}(?::=|:(?![:=])|(?<![=!<>])=(?![=>~]))\s{0,3})"
+        r"(?P<kw>(?i:" + _KEY_SUFFIX + r"))(?P<sep>\s{0,3}(?::=|:(?![:=])|(?<![=!<>])=(?![=>~]))[ \t]{0,3})"
         r"(?P<val>\"[^\"\n\\]{1,512}\"|'[^'\n\\]{1,512}'|[^\s\"'\\,;)}\]&][^\s\"'\\,;)}\]&]{0,511})",
     ),
 ]
