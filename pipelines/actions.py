@@ -1,4 +1,4 @@
-"""One canonical action form per domain, whatever the source wrote (SPEC.md, AgentWorldBench conventions).
+"""One canonical action form per domain, whatever the source wrote (AgentWorldBench conventions).
 
 - terminal: a JSON array of `{"keystrokes": "...", "duration": seconds}` objects. A command line
   becomes one object whose keystrokes end in a newline (a submitted line); its duration is the
