@@ -679,6 +679,8 @@ class CleanRun:
 def _redaction_kinds(metadata: Any) -> dict[str, int]:
     """The redaction counts per class of a trajectory's metadata column (a JSON text or a mapping)."""
     if isinstance(metadata, str):
+        if "redaction_kinds" not in metadata:
+            return {}  # most trajectories: nothing was redacted, nothing to parse
         try:
             metadata = json.loads(metadata)
         except ValueError:

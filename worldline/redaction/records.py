@@ -388,6 +388,8 @@ __all__ = [
 def mask_unechoed_input(events: list[list[Any]], counts: Counter[str] | None = None) -> list[list[Any]]:
     """EVENTS (in place) with the keys of each unechoed line replaced by one marker, the line's Enter
     kept: what a reader of the recording may see of input the terminal did not show."""
+    if not any(len(e) > 1 and e[1] == "i" for e in events):
+        return events  # an output-only recording: nothing was typed
     unechoed = unechoed_input_events(events)
     if not unechoed:
         return events
