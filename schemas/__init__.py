@@ -1,5 +1,14 @@
 """The unified environment trajectory schema: the one currency every part of worldline speaks."""
 
+from schemas.domains import (
+    GUI_DOMAINS,
+    TOOL_DOMAINS,
+    ActionForm,
+    DomainSpec,
+    domain_spec,
+    register_domain,
+    registered_domains,
+)
 from schemas.shards import (
     Manifest,
     SchemaVersionError,
@@ -13,9 +22,7 @@ from schemas.shards import (
     write_trajectories,
 )
 from schemas.trajectory import (
-    GUI_DOMAINS,
     SCHEMA_VERSION,
-    TOOL_DOMAINS,
     TRAJECTORY_SCHEMA,
     Action,
     ActionKind,
@@ -41,9 +48,11 @@ __all__ = [
     "TOOL_DOMAINS",
     "TRAJECTORY_SCHEMA",
     "Action",
+    "ActionForm",
     "ActionKind",
     "ActionSpace",
     "Domain",
+    "DomainSpec",
     "Manifest",
     "Observation",
     "ObservationFormat",
@@ -57,11 +66,14 @@ __all__ = [
     "TrajectoryStatus",
     "Turn",
     "arrow_dataset",
+    "domain_spec",
     "from_table",
     "get_trajectory",
     "iter_trajectories",
     "open_dataset",
     "read_manifest",
+    "register_domain",
+    "registered_domains",
     "stable_id",
     "to_table",
     "utc_now",

@@ -25,7 +25,10 @@ SCHEMA_METADATA_KEY = b"worldline.schema_version"
 
 
 class Domain(StrEnum):
-    """The seven kinds of environment."""
+    """The kind of environment: the seven built-in ones, plus any added through schemas.domains.
+
+    A domain's facts live in its `schemas.domains.DomainSpec`; this enum is only its value.
+    """
 
     MCP = "mcp"
     SEARCH = "search"
@@ -35,12 +38,29 @@ class Domain(StrEnum):
     WEB = "web"
     OS = "os"
 
+    @classmethod
+    def _missing_(cls, value: object) -> Domain | None:
+        return _EXTENDED_DOMAINS.get(value) if isinstance(value, str) else None
 
-GUI_DOMAINS = frozenset({Domain.ANDROID, Domain.WEB, Domain.OS})
-"""Domains whose observations are screens; no-change filtering and env-failure drops apply to them."""
 
-TOOL_DOMAINS = frozenset({Domain.MCP, Domain.SWE})
-"""Domains whose action space is per trajectory (tools differ per server / repository)."""
+_EXTENDED_DOMAINS: dict[str, Domain] = {}
+"""Domains added by `schemas.domains.register_domain`, by value."""
+
+
+def extended_domain(value: str) -> Domain:
+    """The `Domain` of a value beyond the seven members: it parses, compares and hashes as its string,
+    but is not iterated, so the Arrow schema's enum metadata (the on-disk format) stays the same."""
+    member = _EXTENDED_DOMAINS.get(value)
+    if member is None:
+        member = str.__new__(Domain, value)
+        member._name_ = value.upper()
+        member._value_ = value
+        _EXTENDED_DOMAINS[value] = member
+    return member
+
+
+def forget_extended_domain(value: str) -> None:
+    _EXTENDED_DOMAINS.pop(value, None)
 
 
 class SourceKind(StrEnum):

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from schemas.domains import registered_domains
 from schemas.shards import ShardError, check_file_schema, shard_files
 from schemas.trajectory import (
     SCHEMA_MAJOR,
@@ -77,7 +78,9 @@ def check_record(rec: dict[str, Any]) -> list[tuple[str, str, str]]:
         out.append((path, "missing_field", "required field is missing or null; set it"))
 
     def enum(path: str, value: Any, key: str) -> None:
-        allowed = [e.value for e in _ENUMS[key]]
+        allowed = (
+            [s.value for s in registered_domains()] if key == "domain" else [e.value for e in _ENUMS[key]]
+        )
         if value not in allowed:
             out.append((path, "invalid_enum", f"{value!r} is not one of {', '.join(allowed)}"))
 

@@ -1,0 +1,224 @@
+"""The domain registry: everything worldline knows about a domain, in one `DomainSpec` per domain.
+
+Every package reads a domain's facts here (`domain_spec(traj.domain).gui`, `.action_kind`, ...) and
+nothing else lists domains. The seven built-in domains are the `Domain` enum's members; a new domain
+is one `register_domain(DomainSpec(...))` call plus its collector module and its judge prompt
+(`worldline/judge/prompt_texts/<judge_prompt>.md`). Its value then parses as a `Domain` (a member
+outside the enum's seven, so `list(Domain)` and the Arrow schema's `enum` metadata stay the built-in
+ones and the on-disk format is unchanged), validation accepts it and every lookup below finds it.
+
+The registry imports no collector: `collector` is the dotted name of the module whose `ENVIRONMENT`
+is the domain's `collectors.environment.Environment` subclass, imported only when collecting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from schemas.trajectory import ActionKind, Domain, ObservationFormat, extended_domain, forget_extended_domain
+
+
+class ActionForm(StrEnum):
+    """The canonical form a domain's actions take in the pools (pipelines/actions.py)."""
+
+    AS_RECORDED = "as_recorded"  # kind, text and tool name as recorded
+    KEYSTROKE_ARRAY = "keystroke_array"  # Terminus keystroke arrays; pauses become keystrokes too
+    TOOL_CALL = "tool_call"  # JSON tool calls; SWE-agent commands are parsed into them
+
+
+@dataclass(frozen=True)
+class DomainSignals:
+    """What identifies a trace of this domain when its source does not name one (curation's align).
+
+    The checks run in a fixed order over all domains: a tool of `any_tool` was called; only tools of
+    `only_tools` were called; an action of `action_kind` was taken; tools nothing claims were called
+    (`generic_tools`, a guess); an action of `likely_action_kind` was taken (a guess); nothing
+    matched (`generic_tools` again, a guess).
+    """
+
+    any_tool: frozenset[str] = frozenset()
+    only_tools: frozenset[str] = frozenset()
+    action_kind: ActionKind | None = None
+    generic_tools: bool = False
+    likely_action_kind: ActionKind | None = None
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    """One domain's facts. `value` is what `Trajectory.domain` holds and what shards store."""
+
+    value: str
+    label: str
+    """The AgentWorldBench role label: "You are a **{label} World Model**"."""
+    description: str
+    """What its world model simulates: "you simulate {description}"."""
+    action_kind: ActionKind
+    """The kind of an action imported from an AgentWorldBench sample of this domain."""
+    collector: str
+    """Dotted name of the module whose `ENVIRONMENT` collects this domain."""
+    gui: bool = False
+    """Observations are screens: no-change filtering, env-failure drops and GUI scoring apply."""
+    per_trajectory_tools: bool = False
+    """The action space differs per trajectory (per server / repository): undeclared tools are dropped."""
+    action_form: ActionForm = ActionForm.AS_RECORDED
+    rule_verifier: bool = False
+    """Observations of deterministic actions are checked by rule (RL `exact_match`, worldline/rewards)."""
+    judge_prompt: str = ""
+    """Name of the judge's domain prompt, `worldline/judge/prompt_texts/<judge_prompt>.md` (default: value)."""
+    observation_format: ObservationFormat = ObservationFormat.TEXT
+    """How an imported observation of this domain is read unless its text says otherwise."""
+    action_language: str = "text"
+    """The fence info string of a non-JSON action in an AgentWorldBench prompt."""
+    action_description: str | None = None
+    """The action space of a cleaned trace of this domain, when it is the same for every trace."""
+    signals: DomainSignals = field(default_factory=DomainSignals)
+
+    def __post_init__(self) -> None:
+        if not self.judge_prompt:
+            object.__setattr__(self, "judge_prompt", self.value)
+
+    @property
+    def domain(self) -> Domain:
+        return Domain(self.value)
+
+
+_SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "terminal", "run", "Bash", "exec", "run_command"})
+_SEARCH_TOOLS = frozenset({"web_search", "web_extractor", "dict_memory", "search", "fetch", "browse"})
+_SWE_TOOLS = frozenset(
+    {
+        "str_replace_editor", "str_replace_based_edit_tool", "edit", "create", "open", "goto", "scroll_up",
+        "scroll_down", "find_file", "search_file", "search_dir", "submit", "read", "write", "Read", "Edit",
+        "Write", "MultiEdit", "Glob", "Grep", "apply_patch", "view", "file_editor",
+    }
+)  # fmt: skip
+
+BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
+    DomainSpec(
+        Domain.MCP.value,
+        "Tool",
+        "the results of tool calls against MCP servers",
+        ActionKind.TOOL_CALL,
+        "collectors.mcp",
+        per_trajectory_tools=True,
+        rule_verifier=True,
+        signals=DomainSignals(generic_tools=True),
+    ),
+    DomainSpec(
+        Domain.SEARCH.value,
+        "Search",
+        "a web search engine, a page extractor and a key-value memory",
+        ActionKind.TOOL_CALL,
+        "collectors.search",
+        signals=DomainSignals(only_tools=_SEARCH_TOOLS),
+    ),
+    DomainSpec(
+        Domain.TERMINAL.value,
+        "Terminal",
+        "a Linux terminal driven by keystrokes, including its prompt",
+        ActionKind.KEYSTROKES,
+        "collectors.terminal",
+        action_form=ActionForm.KEYSTROKE_ARRAY,
+        rule_verifier=True,
+        observation_format=ObservationFormat.TERMINAL,
+        action_description=(
+            "Command lines typed at a shell prompt (or a REPL started from it); the terminal shows the result."
+        ),
+        signals=DomainSignals(only_tools=_SHELL_TOOLS, likely_action_kind=ActionKind.COMMAND),
+    ),
+    DomainSpec(
+        Domain.SWE.value,
+        "Software Engineering",
+        "a code repository: file reads, edits and command output",
+        ActionKind.TOOL_CALL,
+        "collectors.swe",
+        per_trajectory_tools=True,
+        action_form=ActionForm.TOOL_CALL,
+        rule_verifier=True,
+        signals=DomainSignals(any_tool=_SWE_TOOLS),
+    ),
+    DomainSpec(
+        Domain.ANDROID.value,
+        "Android",
+        "an Android device screen after taps, swipes and typing",
+        ActionKind.GUI,
+        "collectors.android",
+        gui=True,
+    ),
+    DomainSpec(
+        Domain.WEB.value,
+        "Web",
+        "a browser page as its accessibility tree after BrowserGym actions",
+        ActionKind.GUI,
+        "collectors.web",
+        gui=True,
+        observation_format=ObservationFormat.AXTREE,
+        signals=DomainSignals(action_kind=ActionKind.GUI),
+    ),
+    DomainSpec(
+        Domain.OS.value,
+        "Desktop",
+        "a desktop as its accessibility tree after mouse and keyboard actions",
+        ActionKind.CODE,
+        "collectors.os_desktop",
+        gui=True,
+        observation_format=ObservationFormat.AXTREE,
+        action_language="python",
+    ),
+)
+
+_SPECS: dict[str, DomainSpec] = {spec.value: spec for spec in BUILT_IN_DOMAINS}
+_BUILT_IN_VALUES = frozenset(d.value for d in Domain)
+
+GUI_DOMAINS = frozenset(Domain(s.value) for s in BUILT_IN_DOMAINS if s.gui)
+"""The built-in domains whose observations are screens (code that must see registered domains reads
+`domain_spec(d).gui`)."""
+
+TOOL_DOMAINS = frozenset(Domain(s.value) for s in BUILT_IN_DOMAINS if s.per_trajectory_tools)
+"""The built-in domains whose action space is per trajectory (see `DomainSpec.per_trajectory_tools`)."""
+
+
+def domain_spec(domain: Domain | str) -> DomainSpec:
+    """The spec of a registered domain; a KeyError names the registered ones and how to add one."""
+    spec = _SPECS.get(str(domain))
+    if spec is None:
+        known = ", ".join(_SPECS)
+        raise KeyError(f"unknown domain {str(domain)!r}; registered: {known} (add one with register_domain)")
+    return spec
+
+
+def registered_domains() -> tuple[DomainSpec, ...]:
+    """Every registered domain: the seven built-in ones first, then those added, in order."""
+    return tuple(_SPECS.values())
+
+
+def is_registered(value: str) -> bool:
+    return value in _SPECS
+
+
+def register_domain(spec: DomainSpec, *, replace: bool = False) -> Domain:
+    """Add a domain (or, with `replace`, swap a registered domain's spec); returns its `Domain` value.
+
+    A new value becomes a `Domain` outside the enum's seven members: `Domain(spec.value)` parses,
+    `Trajectory(domain=spec.value)` validates, shards store the string as for any domain.
+    """
+    value = spec.value
+    if not value or not value.isidentifier() or value != value.lower():
+        raise ValueError(
+            f"domain value {value!r} must be a lowercase identifier (it names files and columns)"
+        )
+    if value in _SPECS and not replace:
+        raise ValueError(f"domain {value!r} is already registered; pass replace=True to swap its spec")
+    domain = Domain(value) if value in _BUILT_IN_VALUES else extended_domain(value)
+    _SPECS[value] = spec
+    return domain
+
+
+def unregister_domain(value: str) -> None:
+    """Remove a domain added by `register_domain`; the seven built-in domains cannot be removed."""
+    if value in _BUILT_IN_VALUES:
+        raise ValueError(
+            f"{value!r} is a built-in domain; register_domain(spec, replace=True) swaps its spec"
+        )
+    _SPECS.pop(value, None)
+    forget_extended_domain(value)
