@@ -13,6 +13,7 @@ is the domain's `collectors.environment.Environment` subclass, imported only whe
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -170,12 +171,35 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
 _SPECS: dict[str, DomainSpec] = {spec.value: spec for spec in BUILT_IN_DOMAINS}
 _BUILT_IN_VALUES = frozenset(d.value for d in Domain)
 
-GUI_DOMAINS = frozenset(Domain(s.value) for s in BUILT_IN_DOMAINS if s.gui)
-"""The built-in domains whose observations are screens (code that must see registered domains reads
-`domain_spec(d).gui`)."""
 
-TOOL_DOMAINS = frozenset(Domain(s.value) for s in BUILT_IN_DOMAINS if s.per_trajectory_tools)
-"""The built-in domains whose action space is per trajectory (see `DomainSpec.per_trajectory_tools`)."""
+class _DomainsWhere(Set[Domain]):
+    """The registered domains whose spec has a flag set, read from the registry on every use."""
+
+    def __init__(self, flag: str) -> None:
+        self._flag = flag
+
+    def _members(self) -> list[Domain]:
+        return [Domain(s.value) for s in _SPECS.values() if getattr(s, self._flag)]
+
+    def __contains__(self, domain: object) -> bool:
+        spec = _SPECS.get(domain) if isinstance(domain, str) else None
+        return spec is not None and bool(getattr(spec, self._flag))
+
+    def __iter__(self) -> Iterator[Domain]:
+        return iter(self._members())
+
+    def __len__(self) -> int:
+        return len(self._members())
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(d.value for d in self)}}}"
+
+
+GUI_DOMAINS: Set[Domain] = _DomainsWhere("gui")
+"""The domains whose observations are screens (`DomainSpec.gui`), registered ones included."""
+
+TOOL_DOMAINS: Set[Domain] = _DomainsWhere("per_trajectory_tools")
+"""The domains whose action space is per trajectory (`DomainSpec.per_trajectory_tools`)."""
 
 
 def domain_spec(domain: Domain | str) -> DomainSpec:
