@@ -109,6 +109,7 @@ class Driver:
         self.refused: list[dict[str, Any]] = []
         self.statuses: dict[int, int] = {}  # id(page) -> HTTP status of its last main-frame navigation
         self.crashed: str | None = None
+        self.watched: set[int] = set()  # id() of the pages whose events are subscribed
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def launch(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +144,7 @@ class Driver:
         self.allow = [str(a) for a in req.get("allow", [])]
         self.timeout_ms = int(req.get("timeout_ms", 5000))
         self.settle_ms = int(req.get("settle_ms", 150))
-        self.refused, self.statuses, self.crashed = [], {}, None
+        self.refused, self.statuses, self.crashed, self.watched = [], {}, None, set()
         self.context = self.browser.new_context(
             viewport=req.get("viewport", {"width": 1280, "height": 800}),
             locale="en-GB",
@@ -234,14 +235,28 @@ class Driver:
             why = "the browser refuses a redirect to a local resource (file:, chrome:, ...)"
             self._refuse(request.url, request.resource_type, navigation, why)
 
+    def _adopt_new_tabs(self) -> None:
+        """Tabs the page opened whose "page" event has not been handled yet (the event can arrive after
+        the action returned): watched now, the newest one current."""
+        for page in list(self.context.pages):
+            if id(page) not in self.watched:
+                self._watch_page(page)
+
     def _watch_page(self, page: Any) -> None:
+        if id(page) in self.watched:
+            return
+        self.watched.add(id(page))
+        # A popup or target=_blank link becomes the active tab first: subscribing to the events below
+        # is a round trip to the driver, during which the action's reply may already be composed.
+        popup = self.page is not None
+        if popup:
+            self.page = page
         page.on("response", lambda r: self._record_status(page, r))
         page.on("crash", lambda _p: setattr(self, "crashed", f"the tab {page.url} crashed"))
         page.on("download", self._download)
         page.on("filechooser", self._file_chooser)
         page.on("console", self._console)
-        if self.page is not None:  # a popup or target=_blank link: it becomes the active tab
-            self.page = page
+        if popup:
             try:
                 page.wait_for_load_state("domcontentloaded", timeout=self.timeout_ms)
             except Exception:
@@ -394,6 +409,7 @@ class Driver:
 
     def settle(self) -> None:
         """Wait for a navigation the action started (if any) and a short moment for client-side updates."""
+        self._adopt_new_tabs()
         try:
             self.page.wait_for_load_state("load", timeout=self.timeout_ms)
         except Exception:

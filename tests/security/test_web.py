@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -172,7 +173,11 @@ def test_hostile_urls_and_pages_are_refused_in_the_sandbox(host_canary: HostCana
     for name in urls:
         trajectory = by_id[f"start-{name}"]
         assert trajectory.status == TrajectoryStatus.ENV_FAILURE, (name, trajectory.status_reason)
-        assert "is refused" in (trajectory.status_reason or ""), (name, trajectory.status_reason)
+        reason = trajectory.status_reason or ""
+        assert "start URL" in reason and re.search(r"is not allowed|not in the task's allow-list", reason), (
+            name,
+            reason,
+        )
         assert trajectory.turns == []
 
     # A forbidden goto: an error observation naming the refusal; the tab keeps its page.
