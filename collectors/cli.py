@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from collectors.environment import DOMAIN_MODULES, TaskError
+from collectors.environment import TaskError, collector_domains
 from collectors.policies import POLICIES
 from collectors.runner import CollectConfig, CollectError, collect, merge_shards, parse_shard
 from collectors.sandbox import SandboxLimits
@@ -21,7 +21,7 @@ sandbox_app = typer.Typer(
 
 
 def collect_command(
-    env: str = typer.Option(..., "--env", help=f"Domain: {' | '.join(sorted(DOMAIN_MODULES))}."),
+    env: str = typer.Option(..., "--env", help=f"Domain: {' | '.join(collector_domains())}."),
     tasks: Path = typer.Option(..., "--tasks", exists=True, dir_okay=False, help="Task file (JSONL)."),
     policy: str = typer.Option("scripted", "--policy", help=f"Policy: {' | '.join(POLICIES)}."),
     out: Path = typer.Option(..., "--out", help="Dataset folder for the trajectory shards and asciicasts."),
@@ -128,10 +128,10 @@ def doctor_command(
     trip for container domains; servers, browsers, devices for the others); print the fix for each gap."""
     from collectors.doctor import run_checks
 
-    unknown = sorted(set(env) - set(DOMAIN_MODULES))
+    unknown = sorted(set(env) - set(collector_domains()))
     if unknown:
         console.print(
-            f"[red]error:[/] unknown domain(s) {', '.join(unknown)}; available: {', '.join(sorted(DOMAIN_MODULES))}"
+            f"[red]error:[/] unknown domain(s) {', '.join(unknown)}; available: {', '.join(collector_domains())}"
         )
         raise typer.Exit(2)
     checks = run_checks(env or None)

@@ -12,14 +12,14 @@ import time
 import docker.errors
 
 from collectors import engine
-from collectors.environment import DOMAIN_MODULES, Check, environment_class
+from collectors.environment import Check, collector_domains, environment_class
 from collectors.sandbox import Sandbox, SandboxLimits, orphaned_sandboxes
 
 
 def run_checks(domains: list[str] | None = None) -> list[Check]:
     """The engine's checks (when any of `domains` needs it) followed by each domain's own checks;
     all registered domains when `domains` is None."""
-    names = sorted(DOMAIN_MODULES) if domains is None else domains
+    names = collector_domains() if domains is None else domains
     classes = [environment_class(name) for name in names]
     checks: list[Check] = []
     if any(cls.needs_engine() for cls in classes):

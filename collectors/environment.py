@@ -27,10 +27,21 @@ if TYPE_CHECKING:
 from collectors.recording import AsciicastWriter
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError, SandboxLimits
 from collectors.shell import PersistentShell, ShellOutput
-from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ToolSpec
+from schemas import (
+    Action,
+    ActionKind,
+    ActionSpace,
+    Domain,
+    Observation,
+    ToolSpec,
+    domain_spec,
+    registered_domains,
+)
 
-# Top-level task keys that hold a domain's configuration object: the domain names themselves.
-DOMAIN_CONFIG_KEYS = frozenset(d.value for d in Domain)
+
+def domain_config_keys() -> frozenset[str]:
+    """Top-level task keys that hold a domain's configuration object: the registered domains' names."""
+    return frozenset(spec.value for spec in registered_domains())
 
 
 class TaskError(ValueError):
@@ -74,7 +85,8 @@ class Task:
             raise TaskError(f"{where} (id {task_id}): field 'instruction' must be a non-empty string")
         obj = dict(obj)
         config: dict[str, dict[str, Any]] = {}
-        for key in sorted(DOMAIN_CONFIG_KEYS & set(obj)):
+        config_keys = domain_config_keys()
+        for key in sorted(config_keys & set(obj)):
             value = obj.pop(key)
             if not isinstance(value, dict):
                 raise TaskError(
@@ -87,7 +99,7 @@ class Task:
         if unknown:
             raise TaskError(
                 f"{where} (id {task_id}): unknown field(s) {', '.join(unknown)}; known: "
-                f"{', '.join(sorted(known | DOMAIN_CONFIG_KEYS))}"
+                f"{', '.join(sorted(known | config_keys))}"
             )
         for name, typ in (("setup", list), ("files", dict), ("limits", dict), ("actions", list)):
             if name in obj and not isinstance(obj[name], typ):
@@ -162,7 +174,8 @@ class EnvironmentOptions:
 
 
 class Environment(ABC):
-    """An environment of one domain. Subclasses register themselves in DOMAIN_MODULES."""
+    """An environment of one domain; its module, named by the domain's `DomainSpec.collector` in
+    schemas/domains.py, exposes the subclass as `ENVIRONMENT`."""
 
     domain: Domain
     default_image: str | None = None  # the sandbox image, for domains that run in a container
@@ -418,26 +431,19 @@ def tool_call_action(name: str, arguments: dict[str, Any]) -> Action:
     )
 
 
-# --------------------------------------------------------------------------------------------------
-# Registry: adding a domain is adding a module here plus its file.
-# --------------------------------------------------------------------------------------------------
-
-DOMAIN_MODULES: dict[str, str] = {
-    Domain.TERMINAL.value: "collectors.terminal",
-    Domain.SWE.value: "collectors.swe",
-    Domain.WEB.value: "collectors.web",
-    Domain.OS.value: "collectors.os_desktop",
-    Domain.ANDROID.value: "collectors.android",
-    Domain.MCP.value: "collectors.mcp",
-    Domain.SEARCH.value: "collectors.search",
-}
+def collector_domains() -> list[str]:
+    """The names `--env` accepts: every registered domain (schemas/domains.py), sorted."""
+    return sorted(spec.value for spec in registered_domains())
 
 
 def environment_class(domain: str) -> type[Environment]:
-    """The Environment subclass of a domain (each module exposes it as ENVIRONMENT)."""
-    module_name = DOMAIN_MODULES.get(domain)
-    if module_name is None:
-        raise KeyError(f"unknown collector domain {domain!r}; available: {', '.join(sorted(DOMAIN_MODULES))}")
+    """The Environment subclass of a domain: `ENVIRONMENT` of the module its `DomainSpec.collector` names."""
+    try:
+        module_name = domain_spec(domain).collector
+    except KeyError:
+        raise KeyError(
+            f"unknown collector domain {domain!r}; available: {', '.join(collector_domains())}"
+        ) from None
     cls: type[Environment] = importlib.import_module(module_name).ENVIRONMENT
     return cls
 

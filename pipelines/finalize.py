@@ -23,9 +23,9 @@ from pipelines.build import ASSIGNMENTS, REMOVED, WORK_DIR
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.exports import export_path
 from pipelines.publish import input_digest
+from schemas.agentworldbench import export_agentworldbench
 from schemas.shards import Manifest
 from schemas.trajectory import SCHEMA_VERSION, Trajectory
-from worldline.agentworldbench import export_agentworldbench
 
 
 def pool_parts(out: str | os.PathLike[str], name: str) -> list[str]:

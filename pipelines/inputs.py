@@ -24,15 +24,10 @@ from pipelines import fs
 from pipelines.config import PoolsConfig
 from pipelines.minhash import normalise, signatures
 from pipelines.ngrams import ngram_hashes
+from schemas.agentworldbench import domain_of, parse_system_str, read_samples
 from schemas.shards import ShardError, check_file_schema, check_version, shard_files
 from schemas.trajectory import SCHEMA_METADATA_KEY, Trajectory, stable_id
-from worldline.agentworldbench import (
-    domain_of,
-    parse_action_prompt,
-    parse_observation,
-    parse_system_str,
-    read_samples,
-)
+from schemas.worldmodel import parse_action_prompt, parse_observation
 
 
 class InputError(ValueError):

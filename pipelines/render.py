@@ -3,7 +3,7 @@
 SFT and RL rows carry the conversation exactly as AgentWorldBench's eval.py sends it: the system
 prompt, one user (action prompt) / assistant (`**Environment Observation:**` + ground truth) pair
 per earlier turn, and the current action prompt as the last user message; the prompts are the
-exporter's own (worldline.agentworldbench), so a model is trained on what it is evaluated on. CPT
+exporter's own (schemas.agentworldbench), so a model is trained on what it is evaluated on. CPT
 text lays the same turn blocks out as one document. System prompts come from the active template set with the
 trajectory's own tool definitions, demonstrations, initial state and simulation instruction.
 """
@@ -19,14 +19,9 @@ from pipelines.config import PoolsConfig
 from pipelines.lossmask import kept_token_range, loss_mask_category
 from pipelines.minhash import stable_hash
 from prompt_autoresearch.templates import TemplateSet
+from schemas.agentworldbench import AgentWorldBenchSample, inference_messages, trajectory_to_samples
 from schemas.trajectory import Domain, Trajectory
-from worldline.agentworldbench import (
-    AgentWorldBenchSample,
-    inference_messages,
-    render_action_prompt,
-    render_observation,
-    trajectory_to_samples,
-)
+from schemas.worldmodel import render_action_prompt, render_observation
 from worldline.chat_template import THINK_CLOSE, THINK_OPEN, count_chat_tokens, message_tokens
 from worldline.rewards.rules import derive_rules, is_deterministic_action
 from worldline.tokenizer import TokenCounter

@@ -52,7 +52,7 @@ from pipelines.stages.dedup import trajectory_text
 from pipelines.stages.spill import ASSIGNMENTS
 from schemas.shards import ShardError
 from schemas.trajectory import Trajectory
-from worldline.agentworldbench import RESPONSE_MARKER
+from schemas.worldmodel import OBSERVATION_MARKER as RESPONSE_MARKER
 from worldline.chat_template import count_chat_tokens
 
 BATCH_ROWS = 512

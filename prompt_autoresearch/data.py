@@ -23,14 +23,14 @@ from typing import Any
 
 from pipelines.render import system_values
 from prompt_autoresearch.templates import Template
-from schemas.shards import iter_trajectories, shard_files
-from schemas.trajectory import Domain, Trajectory
-from worldline.agentworldbench import (
+from schemas.agentworldbench import (
     AgentWorldBenchSample,
     read_samples,
     sample_to_trajectory,
     trajectory_to_samples,
 )
+from schemas.shards import iter_trajectories, shard_files
+from schemas.trajectory import Domain, Trajectory
 from worldline.judge import JudgeSample, from_agentworldbench
 
 SPLITS = ("optimizer", "eval", "recheck")

@@ -6,8 +6,8 @@ import json
 import re
 from typing import Any
 
+from schemas.agentworldbench import AgentWorldBenchSample
 from tests.fakellm import FakeReply, last_user_message
-from worldline.agentworldbench import AgentWorldBenchSample
 from worldline.judge.parsing import DIMENSIONS
 
 SYSTEM = "# Task Description\nInspect files.\n\n# Action Space\nbash"

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from curation_agents.agentworldbench_import import import_agentworldbench
 from schemas import (
     Action,
     ActionKind,
@@ -25,25 +26,26 @@ from schemas import (
     Turn,
     iter_trajectories,
 )
-from worldline.agentworldbench import (
+from schemas.agentworldbench import (
     META_KEY,
     AgentWorldBenchSample,
     SampleError,
-    SystemPromptParts,
     export_agentworldbench,
-    import_agentworldbench,
-    parse_action_prompt,
-    parse_observation,
     parse_system_str,
     read_samples,
-    render_action_prompt,
-    render_observation,
     render_system_str,
     sample_to_trajectory,
     select_turns_paper,
     trajectory_to_samples,
     turns_for_export,
     write_samples,
+)
+from schemas.worldmodel import (
+    SystemPromptParts,
+    parse_action_prompt,
+    parse_observation,
+    render_action_prompt,
+    render_observation,
 )
 from worldline.samples import sample_files
 

@@ -125,7 +125,7 @@ def test_splits_are_disjoint_and_stable(tmp_path: Path) -> None:
 
 
 def test_agentworldbench_jsonl_is_read_as_trajectories(tmp_path: Path) -> None:
-    from worldline.agentworldbench import write_samples
+    from schemas.agentworldbench import write_samples
 
     samples = [awb_sample(i, turn_idx=t) for i in range(6) for t in (1, 3)]
     write_samples(tmp_path / "terminal_test.jsonl", samples)

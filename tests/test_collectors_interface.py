@@ -9,12 +9,13 @@ server that touches no files) use it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from collectors import environment
 from collectors.doctor import run_checks
 from collectors.environment import (
     Check,
@@ -28,7 +29,17 @@ from collectors.environment import (
 )
 from collectors.runner import CollectConfig, CollectError, collect
 from collectors.terminal import TerminalEnvironment
-from schemas import Action, ActionSpace, Domain, Observation, ToolSpec, TrajectoryStatus, iter_trajectories
+from schemas import (
+    Action,
+    ActionSpace,
+    Domain,
+    Observation,
+    ToolSpec,
+    TrajectoryStatus,
+    domain_spec,
+    iter_trajectories,
+    register_domain,
+)
 
 
 class EchoEnvironment(Environment):
@@ -69,10 +80,13 @@ ENVIRONMENT = EchoEnvironment
 
 
 @pytest.fixture
-def echo_domain(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setitem(environment.DOMAIN_MODULES, "search", __name__)
+def echo_domain(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    search = domain_spec("search")
+    register_domain(replace(search, collector=__name__), replace=True)
     # No engine anywhere: a run that needed one would fail to connect.
     monkeypatch.setenv("WORLDLINE_DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    yield
+    register_domain(search, replace=True)
 
 
 def test_domain_configuration_objects_are_parsed_by_domain_name() -> None:

@@ -8,18 +8,12 @@ from typing import Any
 
 import pytest
 
+from curation_agents.agentworldbench_import import import_agentworldbench
 from curation_agents.formats import agentworldbench as cleaner_awb
 from curation_agents.model import Reason, StageFailure
 from schemas import Trajectory, iter_trajectories
-from worldline.agentworldbench import (
-    DOMAIN_ACTION_KIND,
-    domain_of,
-    import_agentworldbench,
-    parse_action_prompt,
-    parse_observation,
-    parse_system_str,
-    read_samples,
-)
+from schemas.agentworldbench import DOMAIN_ACTION_KIND, domain_of, parse_system_str, read_samples
+from schemas.worldmodel import parse_action_prompt, parse_observation
 from worldline.samples import sample_files
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from schemas.agentworldbench import write_samples
 from tests.fakellm import FakeLLMServer, FakeReply, last_user_message
 from tests.judge_data import awb_sample, comparing_judge, prediction
-from worldline.agentworldbench import write_samples
 from worldline.cli import app
 
 runner = CliRunner()

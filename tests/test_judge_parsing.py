@@ -188,7 +188,7 @@ def test_pool_prompts_split_back_into_history_and_current_action(
 ) -> None:
     """The RL/SFT user prompt (history blocks, then the current action) splits back into its parts."""
     from schemas.trajectory import Domain
-    from worldline.agentworldbench import render_action_prompt, render_observation
+    from schemas.worldmodel import render_action_prompt, render_observation
     from worldline.judge.samples import split_user_prompt
 
     *history, (current_action, _) = turns

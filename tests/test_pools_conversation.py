@@ -15,8 +15,8 @@ from pipelines.actions import canonical_action, canonicalise_actions
 from pipelines.config import PoolsConfig
 from pipelines.render import OBSERVATION_CLOSE, OBSERVATION_OPEN, Lineage, rl_row, sft_rows
 from prompt_autoresearch.templates import load_template_set
+from schemas.agentworldbench import read_samples, sample_to_trajectory
 from schemas.trajectory import Action, ActionKind, Domain, Observation, Source, SourceKind, Trajectory, Turn
-from worldline.agentworldbench import read_samples, sample_to_trajectory
 from worldline.chat_template import QWEN_CHAT_TEMPLATE, count_chat_tokens, render_chat
 from worldline.samples import __file__ as samples_init
 from worldline.tokenizer import get_token_counter

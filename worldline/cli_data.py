@@ -18,15 +18,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from curation_agents.agentworldbench_import import import_agentworldbench
 from schemas import ShardError, Trajectory, get_trajectory, iter_trajectories
+from schemas.agentworldbench import AtomicTextFile, SampleError, TurnSelection, export_agentworldbench
 from schemas.render import TEXT_CLIP_CHARS
-from worldline.agentworldbench import (
-    AtomicTextFile,
-    SampleError,
-    TurnSelection,
-    export_agentworldbench,
-    import_agentworldbench,
-)
 
 console = Console()
 err_console = Console(stderr=True, highlight=False)

@@ -12,12 +12,7 @@ from typing import Any
 from curation_agents.formats import Format
 from curation_agents.formats.common import turn
 from curation_agents.model import ParsedRecord, Reason, StageFailure
-from worldline.agentworldbench import (
-    AgentWorldBenchSample,
-    SampleFieldError,
-    domain_of,
-    sample_to_trajectory,
-)
+from schemas.agentworldbench import AgentWorldBenchSample, SampleFieldError, domain_of, sample_to_trajectory
 
 KEYS = frozenset({"system_str", "prompt", "response", "turn_idx"})
 

@@ -21,14 +21,15 @@ import pytest
 from collectors.recording import AsciicastWriter, remove_unpublished, take_redactions
 from collectors.runner import CollectConfig, collect
 from curation_agents import runner as runner_module
+from curation_agents.agentworldbench_import import import_agentworldbench
 from curation_agents.llm_stages import LLMCurator
 from curation_agents.model import CleanConfig
 from curation_agents.runner import CleanRun
 from pipelines.build import resolve_inputs, run_build
 from pipelines.config import PoolsConfig
 from schemas import iter_trajectories
+from schemas.agentworldbench import export_agentworldbench
 from tests.redaction_corpus import _card, _iban, _jwt, _pem_block, _phone, _url_password, _vendor_tokens
-from worldline.agentworldbench import export_agentworldbench, import_agentworldbench
 from worldline.llm import SyncLLMClient
 
 PROMPT_PASSWORDS = {

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from worldline.agentworldbench import AgentWorldBenchSample, read_samples
+from schemas.agentworldbench import AgentWorldBenchSample, read_samples
 from worldline.judge.samples import JudgeSample, from_prediction_record, sample_key
 
 

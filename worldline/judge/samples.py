@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worldline.agentworldbench import AgentWorldBenchSample, domain_name_of
+from schemas.agentworldbench import AgentWorldBenchSample, domain_name_of
 from worldline.judge.prompts import RESPONSE_MARKER
 from worldline.llm.parsing import PredictionParse, parse_predicted_observation, strip_think
 

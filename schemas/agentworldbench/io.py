@@ -1,0 +1,104 @@
+"""AgentWorldBench sample files: stream and validate their lines, write them atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from schemas.agentworldbench.sample import AgentWorldBenchSample, SampleError, SampleFieldError
+
+
+def iter_sample_lines(path: str | Path) -> Iterator[tuple[int, AgentWorldBenchSample | SampleError]]:
+    """Stream (line number, sample or the error that line has) from a sample file; blank lines skip."""
+    p = Path(path)
+    try:
+        fh = open(p, "rb")
+    except OSError as exc:
+        raise SampleError(p, 0, "<file>", "unreadable_file", f"cannot open ({exc.strerror})") from exc
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield (
+                    lineno,
+                    SampleError(
+                        p,
+                        lineno,
+                        "<line>",
+                        "invalid_utf8",
+                        f"byte {exc.start} is not valid UTF-8; re-encode the file",
+                    ),
+                )
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield (
+                    lineno,
+                    SampleError(
+                        p,
+                        lineno,
+                        "<line>",
+                        "invalid_json",
+                        f"not valid JSON ({exc.msg} at column {exc.colno})",
+                    ),
+                )
+                continue
+            try:
+                yield lineno, AgentWorldBenchSample.from_json(obj)
+            except SampleFieldError as exc:
+                yield lineno, SampleError(p, lineno, exc.field, exc.reason, str(exc))
+
+
+def read_samples(path: str | Path) -> Iterator[AgentWorldBenchSample]:
+    """Stream the samples of one JSONL file; the first bad line raises `SampleError` (file, line, field)."""
+    for _, item in iter_sample_lines(path):
+        if isinstance(item, SampleError):
+            raise item
+        yield item
+
+
+class AtomicTextFile:
+    """A text file that appears at its path only when closed without error (temp + rename)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        self.fh: IO[str] = open(self.tmp, "w", encoding="utf-8", newline="\n")
+        self.lines = 0
+
+    def write_line(self, line: str) -> None:
+        self.fh.write(line)
+        self.fh.write("\n")
+        self.lines += 1
+
+    def commit(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        self.fh.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def write_samples(path: str | Path, samples: Iterable[AgentWorldBenchSample]) -> int:
+    """Write samples as JSONL, atomically; returns how many were written."""
+    out = AtomicTextFile(Path(path))
+    try:
+        for sample in samples:
+            out.write_line(sample.to_json_line())
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
+    return out.lines
