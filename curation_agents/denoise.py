@@ -25,16 +25,13 @@ from curation_agents.redact import (
     redact_lines,
     redact_text_or_json,
 )
+from curation_agents.shell_prompts import NO_ECHO_PROMPT, split_after_no_echo
 from curation_agents.terminal_screen import TerminalScreen, clean_tool_output
 from worldline.redaction.records import mask_unechoed_input
 
 # A transcript item: [kind ("i" | "r" | "end"), seconds, input data, current line, finished lines, fullscreen]
 TranscriptItem = list[Any]
 
-# Prompts after which the terminal does not echo what is typed (sudo, ssh, read -s, gpg, vault login).
-NO_ECHO_PROMPT = re.compile(
-    r"(?i)(?:password|passphrase|passcode|\bpin\b|token|secret|api key|otp|verification code)[^\n:]{0,60}:\s*$"
-)
 _TYPED = re.compile(r"[^\r\n\x03\x04\x7f\b\x15\x17]")
 # Lines under the cursor redacted together; small enough that one needle in a batch (which sends the
 # batch line by line) costs little.
@@ -57,8 +54,6 @@ def render_transcript(
     without counting, since it is seen again when it is finished. Keys typed at a no-echo prompt are
     masked, so the secret never enters the transcript.
     """
-    from curation_agents.segment import split_after_no_echo  # segment imports this module
-
     screen = TerminalScreen(width, height, keep_cleared=True)
     handed: list[str] = []  # a password prompt already handed out while its screen line went on
     transcript = _Transcript(pii)
@@ -179,8 +174,6 @@ def _lines_seen(lines: list[str], handed: list[str]) -> list[str]:
         ": " in ln and ("$ " in ln or "# " in ln or "% " in ln or "> " in ln) for ln in lines
     ):
         return lines
-    from curation_agents.segment import split_after_no_echo
-
     out: list[str] = []
     for line in lines:
         parts = split_after_no_echo(line)

@@ -14,44 +14,17 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from curation_agents.denoise import NO_ECHO_PROMPT
 from curation_agents.formats.common import source_time
 from curation_agents.formats.common import turn as make_turn
 from curation_agents.model import CleanConfig, ParsedRecord, RawTurn
 from curation_agents.redact import marker, redact
+from curation_agents.shell_prompts import NO_ECHO_PROMPT, PROMPT
 
-PROMPT = re.compile(
-    r"^(?:\([^)\n]{1,60}\) )?(?:\[[^\]\n]{1,80}\]|[\w.\-]{1,64}@[\w.\-]{1,64})(?::[^\n#$%]{0,200})?\s?[#$%] ?"
-    r"|^(?:>>> |\.\.\. |In \[\d+\]: |\(Pdb\) |mysql> |sqlite> |postgres=# |irb\(main\):\d+:\d+> )"
-)
 LOOSE_PROMPT = re.compile(r"^[#$%] ")
 CONTINUATION_PROMPTS = frozenset({">", "...", "->"})
-PASSWORD_PROMPT = NO_ECHO_PROMPT
 HARNESS_SUFFIX = re.compile(r"\s*;\s*tmux wait -S \S+\s*$")
 SESSION_END = re.compile(r"^(?:exit|logout|\^D)(?:\s+\d+)?$")
 _INPUT_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?")
-
-
-# The start of a no-echo prompt up to its colon: what follows on the same line was not typed there.
-_NO_ECHO_LEAD = re.compile(NO_ECHO_PROMPT.pattern.removesuffix(r"\s*$"))
-
-
-def split_after_no_echo(line: str) -> list[str]:
-    """LINE as the lines a person saw: a no-echo prompt, then the next prompt where that starts on it.
-
-    After a no-echo read (`read -s`, sudo, ssh) the Enter is not echoed, so the next prompt is printed
-    on the password prompt's line (`Password: dev@box:~$ ls`). Read as one line, the prompt and
-    command would pass for the typed password; split, the password prompt keeps nothing after it.
-    """
-    if ": " not in line or not ("$ " in line or "# " in line or "% " in line or "> " in line):
-        return [line]
-    lead = _NO_ECHO_LEAD.search(line)
-    if lead is None:
-        return [line]
-    rest = line[lead.end() :].lstrip(" ")
-    if not rest or PROMPT.match(rest) is None:
-        return [line]
-    return [line[: lead.end()], rest]
 
 
 # Readline's incremental search replaces the prompt while it runs: (reverse-i-search)`query': command
@@ -170,7 +143,7 @@ class _Session:
         echoed = _strip_prompt(current_line, self.prompt)
         typed = "".join(self.buffer)
         command = typed if typed_ahead or not echoed.strip() else echoed
-        if self.prompt is not None and PASSWORD_PROMPT.search(self.prompt):
+        if self.prompt is not None and NO_ECHO_PROMPT.search(self.prompt):
             command = marker("password")
             self.counts["password"] += 1
         raw = HARNESS_SUFFIX.sub("", command).rstrip()
@@ -201,7 +174,7 @@ class _Session:
             self.ahead_raw.append(raw)
             return
         # At a no-echo prompt nothing typed is shown: the line to pass over is the prompt alone.
-        secret = self.prompt is not None and PASSWORD_PROMPT.search(self.prompt) is not None
+        secret = self.prompt is not None and NO_ECHO_PROMPT.search(self.prompt) is not None
         self.echo_of, self.echoes_skipped = (self.prompt.strip() if secret and self.prompt else command), 0
         self.open = turn
         self.open_lines = []

@@ -3,7 +3,8 @@ what stays output."""
 
 from __future__ import annotations
 
-from curation_agents.segment import segment_output_only, split_after_no_echo
+from curation_agents.segment import segment_output_only
+from curation_agents.shell_prompts import split_after_no_echo
 
 P = "dev@box:~$ "
 
