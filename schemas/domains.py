@@ -88,7 +88,7 @@ _SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "terminal", "run", "B
 _SEARCH_TOOLS = frozenset({"web_search", "web_extractor", "dict_memory", "search", "fetch", "browse"})
 _SWE_TOOLS = frozenset(
     {
-        "str_replace_editor", "str_replace_based_edit_tool", "edit", "create", "open", "goto", "scroll_up",
+        "str_replace_editor", "str_replace_based_edit_tool", "edit", "create", "open", "insert", "goto", "scroll_up",
         "scroll_down", "find_file", "search_file", "search_dir", "submit", "read", "write", "Read", "Edit",
         "Write", "MultiEdit", "Glob", "Grep", "apply_patch", "view", "file_editor",
     }
