@@ -25,72 +25,45 @@ from schemas import (
     Trajectory,
     TrajectoryStatus,
     Turn,
+    domain_spec,
+    registered_domains,
     stable_id,
-)
-
-SWE_TOOLS = frozenset(
-    {
-        "str_replace_editor",
-        "str_replace_based_edit_tool",
-        "edit",
-        "create",
-        "open",
-        "insert",
-        "goto",
-        "scroll_up",
-        "scroll_down",
-        "find_file",
-        "search_file",
-        "search_dir",
-        "submit",
-        "read",
-        "write",
-        "Read",
-        "Edit",
-        "Write",
-        "MultiEdit",
-        "Glob",
-        "Grep",
-        "apply_patch",
-        "view",
-        "file_editor",
-    }
-)
-SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "terminal", "run", "Bash", "exec", "run_command"})
-SEARCH_TOOLS = frozenset({"web_search", "web_extractor", "dict_memory", "search", "fetch", "browse"})
-TERMINAL_DESCRIPTION = (
-    "Command lines typed at a shell prompt (or a REPL started from it); the terminal shows the result."
 )
 
 
 def infer_domain(parsed: ParsedRecord, turns: list[RawTurn]) -> tuple[Domain, bool]:
-    """(domain, unsure). Sources that name their domain are trusted; otherwise the tools decide."""
+    """(domain, unsure). Sources that name their domain are trusted; otherwise the registered domains'
+    signals decide (schemas/domains.py `DomainSignals`), in the order documented there."""
     if parsed.get("format") in TERMINAL_FORMATS:
         return Domain.TERMINAL, False
     if parsed.get("domain"):
         return Domain(str(parsed["domain"])), False
     used = {t.get("tool_name") for t in turns if t.get("tool_name")}
     kinds = {t.get("action_kind") for t in turns}
-    if used & SWE_TOOLS:
-        return Domain.SWE, False
-    if used and used <= SHELL_TOOLS:
-        # Only shell commands: a terminal session driven by an agent (file editing tools make it SWE).
-        return Domain.TERMINAL, False
-    if used and used <= SEARCH_TOOLS:
-        return Domain.SEARCH, False
-    if "gui" in kinds:
-        return Domain.WEB, False
+    specs = registered_domains()
+    for spec in specs:
+        if used & spec.signals.any_tool:
+            return spec.domain, False
+    for spec in specs:
+        if used and spec.signals.only_tools and used <= spec.signals.only_tools:
+            return spec.domain, False
+    for spec in specs:
+        if spec.signals.action_kind is not None and spec.signals.action_kind in kinds:
+            return spec.domain, False
+    generic = next(spec.domain for spec in specs if spec.signals.generic_tools)
     if used:
-        return Domain.MCP, True  # generic tool calls: most likely an MCP-style server, but a guess
-    if "command" in kinds:
-        return Domain.TERMINAL, True
-    return Domain.MCP, True
+        return generic, True  # tool calls nothing claims: most likely that domain's, but a guess
+    for spec in specs:
+        if spec.signals.likely_action_kind is not None and spec.signals.likely_action_kind in kinds:
+            return spec.domain, True
+    return generic, True
 
 
 def action_space_for(domain: Domain, parsed: ParsedRecord, turns: list[RawTurn]) -> ActionSpace:
     declared = [ToolSpec.from_json(t) for t in parsed.get("tools", []) if isinstance(t.get("name"), str)]
-    if domain == Domain.TERMINAL:
-        return ActionSpace(description=TERMINAL_DESCRIPTION, tools=[])
+    fixed = domain_spec(domain).action_description
+    if fixed is not None:
+        return ActionSpace(description=fixed, tools=[])
     if declared:
         return ActionSpace(description=None, tools=declared)
     used: list[str] = []
@@ -105,7 +78,7 @@ def action_space_for(domain: Domain, parsed: ParsedRecord, turns: list[RawTurn])
 
 def check_tools(domain: Domain, space: ActionSpace, turns: list[RawTurn], declared: bool) -> None:
     """Paper rule: MCP/SWE trajectories that call tools absent from their declared action space are dropped."""
-    if domain not in (Domain.MCP, Domain.SWE) or not declared:
+    if not domain_spec(domain).per_trajectory_tools or not declared:
         return
     names = space.tool_names()
     for index, t in enumerate(turns):
