@@ -12,7 +12,8 @@ from curation_agents.agentworldbench_import import import_agentworldbench
 from curation_agents.formats import agentworldbench as cleaner_awb
 from curation_agents.model import Reason, StageFailure
 from schemas import Trajectory, iter_trajectories
-from schemas.agentworldbench import DOMAIN_ACTION_KIND, domain_of, parse_system_str, read_samples
+from schemas.agentworldbench import domain_of, parse_system_str, read_samples
+from schemas.domains import domain_spec
 from schemas.worldmodel import parse_action_prompt, parse_observation
 from worldline.samples import sample_files
 
@@ -54,7 +55,7 @@ def test_cleaner_and_importer_read_the_last_turn_line_alike(
     for raw, prompt, response in zip(parsed["turns"], sample.prompt, sample.response, strict=True):
         action = parse_action_prompt(prompt)
         assert action is not None and raw["action"] == action.action
-        assert raw["action_kind"] == DOMAIN_ACTION_KIND[domain].value
+        assert raw["action_kind"] == domain_spec(domain).action_kind.value
         assert raw["observation"] == parse_observation(response)
 
 

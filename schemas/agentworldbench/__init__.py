@@ -15,8 +15,9 @@ format, matched against the reference evaluator:
 - Action prompts, responses, the system prompt's layout and the evaluator's conversation are the
   world-model conversation format (`schemas.worldmodel`); this package adds what only the file has.
 
-System prompt. Exports compose `system_str` from the five parts (`schemas.worldmodel`) after a
-per-domain role preamble; import splits a system prompt in exactly that layout back into the parts.
+System prompt. Exports compose `system_str` from the five parts (`schemas.worldmodel`) after the
+domain's role preamble (its label and description in `schemas.domains`, which also gives an imported
+action its kind and an observation its format); import splits a system prompt in exactly that layout back into the parts.
 Any other system prompt (such as the published benchmark's) is kept whole as the task description,
 flagged verbatim. Empty action-space descriptions are read back as none.
 
@@ -35,8 +36,6 @@ with the cleaner (`curation_agents.agentworldbench_import`).
 """
 
 from schemas.agentworldbench.convert import (
-    DOMAIN_ACTION_KIND,
-    DOMAIN_LABEL,
     PAPER_MIDDLE_TURNS,
     ExportReport,
     TurnSelection,
@@ -66,8 +65,6 @@ from schemas.agentworldbench.sample import (
 )
 
 __all__ = [
-    "DOMAIN_ACTION_KIND",
-    "DOMAIN_LABEL",
     "FIELD_ORDER",
     "FILE_SUFFIX",
     "META_KEY",

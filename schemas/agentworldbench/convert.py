@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from schemas import GUI_DOMAINS, worldmodel
+from schemas import worldmodel
 from schemas.agentworldbench.io import AtomicTextFile
 from schemas.agentworldbench.sample import (
     FILE_SUFFIX,
@@ -19,6 +19,7 @@ from schemas.agentworldbench.sample import (
     domain_name_of,
     domain_of,
 )
+from schemas.domains import GUI_DOMAINS, domain_spec
 from schemas.trajectory import (
     Action,
     ActionKind,
@@ -45,30 +46,11 @@ PAPER_MIDDLE_TURNS = 3
 
 TurnSelection = Literal["all", "paper", "source"]
 
-DOMAIN_ACTION_KIND: dict[Domain, ActionKind] = {
-    Domain.MCP: ActionKind.TOOL_CALL,
-    Domain.SEARCH: ActionKind.TOOL_CALL,
-    Domain.SWE: ActionKind.TOOL_CALL,
-    Domain.TERMINAL: ActionKind.KEYSTROKES,
-    Domain.WEB: ActionKind.GUI,
-    Domain.ANDROID: ActionKind.GUI,
-    Domain.OS: ActionKind.CODE,
-}
-
-DOMAIN_LABEL: dict[Domain, tuple[str, str]] = {
-    Domain.MCP: ("Tool", "the results of tool calls against MCP servers"),
-    Domain.SEARCH: ("Search", "a web search engine, a page extractor and a key-value memory"),
-    Domain.TERMINAL: ("Terminal", "a Linux terminal driven by keystrokes, including its prompt"),
-    Domain.SWE: ("Software Engineering", "a code repository: file reads, edits and command output"),
-    Domain.ANDROID: ("Android", "an Android device screen after taps, swipes and typing"),
-    Domain.WEB: ("Web", "a browser page as its accessibility tree after BrowserGym actions"),
-    Domain.OS: ("Desktop", "a desktop as its accessibility tree after mouse and keyboard actions"),
-}
-
 
 def role_preamble(domain: Domain) -> str:
     """The fixed opening of an exported system prompt: what the domain's world model simulates."""
-    return worldmodel.role_preamble(*DOMAIN_LABEL[domain])
+    spec = domain_spec(domain)
+    return worldmodel.role_preamble(spec.label, spec.description)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -79,7 +61,7 @@ def role_preamble(domain: Domain) -> str:
 def _infer_action(text: str, domain: Domain) -> Action:
     if not text.strip():
         return Action(ActionKind.EMPTY, text)
-    kind = DOMAIN_ACTION_KIND[domain]
+    kind = domain_spec(domain).action_kind
     tool_name = None
     if kind is ActionKind.TOOL_CALL:
         try:
@@ -94,13 +76,10 @@ def _infer_action(text: str, domain: Domain) -> Action:
 
 def _infer_observation(text: str, domain: Domain) -> Observation:
     head = text.lstrip()[:64]
-    fmt = ObservationFormat.TEXT
+    fmt = domain_spec(domain).observation_format
     is_error = None
-    if domain is Domain.TERMINAL:
-        fmt = ObservationFormat.TERMINAL
-    elif domain in (Domain.WEB, Domain.OS):
-        fmt = ObservationFormat.AXTREE
-    elif domain is Domain.ANDROID and head.startswith("<"):
+    # Android screens and MCP results come in more than one form: the text says which.
+    if domain is Domain.ANDROID and head.startswith("<"):
         is_xml = head.startswith("<?xml") or head.startswith("<hierarchy")
         fmt = ObservationFormat.VIEW_HIERARCHY if is_xml else ObservationFormat.HTML
     elif domain is Domain.MCP and head[:1] in ("{", "["):

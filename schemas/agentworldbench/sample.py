@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from schemas.domains import is_registered, registered_domains
 from schemas.trajectory import Domain
 
 META_KEY = "agentworldbench"
@@ -186,9 +187,9 @@ def domain_of(sample: AgentWorldBenchSample, path: str | Path | None = None) -> 
         pass
     if path is not None:
         stem = Path(path).name.split(".")[0].split("_")[0]
-        if stem in Domain._value2member_map_:
+        if is_registered(stem):
             return Domain(stem)
-    known = ", ".join(d.value for d in Domain)
+    known = ", ".join(spec.value for spec in registered_domains())
     raise SampleFieldError("task", "unknown_domain", f"{sample.task!r} is not a domain ({known})")
 
 
