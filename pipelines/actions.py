@@ -1,14 +1,16 @@
 """One canonical action form per domain, whatever the source wrote (AgentWorldBench conventions).
 
-- terminal: a JSON array of `{"keystrokes": "...", "duration": seconds}` objects. A command line
+A domain's form is its `DomainSpec.action_form` (schemas/domains.py):
+
+- keystroke_array (terminal): a JSON array of `{"keystrokes": "...", "duration": seconds}` objects. A command line
   becomes one object whose keystrokes end in a newline (a submitted line); its duration is the
   turn's measured duration when the collector recorded one (rounded to 0.1 s), else 1 s. The
   collectors' `run_command` / `send_keystrokes` tool calls are unwrapped the same way.
-- swe: a JSON tool call `{"name": ..., "arguments": {...}}`. Function-calling forms (`tool`,
+- tool_call (swe): a JSON tool call `{"name": ..., "arguments": {...}}`. Function-calling forms (`tool`,
   `function.name`, string-encoded `arguments`) are normalised; public SWE-agent commands
   (`open path 12`, `edit 3:5` + replacement + `end_of_edit`, `find_file name dir`, ...) become calls
   of the command's tool with named arguments; anything else is a `bash` call with the command line.
-- other domains keep their text as collected (their forms are already the benchmark's).
+- as_recorded (the other domains): the text as collected (their forms are already the benchmark's).
 
 Pools, exports and the evaluation pool all read trajectories after this step, so a model never sees
 two spellings of the same action.
@@ -20,7 +22,8 @@ import json
 import shlex
 from typing import Any
 
-from schemas.trajectory import ActionKind, Domain, Trajectory, Turn
+from schemas.domains import ActionForm, domain_spec
+from schemas.trajectory import ActionKind, Trajectory, Turn
 
 DEFAULT_KEY_DURATION_S = 1.0
 
@@ -151,13 +154,14 @@ def swe_agent_call(text: str, tool_name: str | None = None) -> dict[str, Any]:
 def canonical_action(traj: Trajectory, turn: Turn) -> tuple[ActionKind, str, str | None]:
     """(kind, text, tool name) of a turn's action in its domain's canonical form."""
     action = turn.action
-    if action.kind is ActionKind.EMPTY and traj.domain is not Domain.TERMINAL:
+    form = domain_spec(traj.domain).action_form
+    if action.kind is ActionKind.EMPTY and form is not ActionForm.KEYSTROKE_ARRAY:
         return action.kind, action.text, action.tool_name
-    if traj.domain is Domain.TERMINAL:
+    if form is ActionForm.KEYSTROKE_ARRAY:
         keys = keystroke_array(turn)
         if keys is not None:
             return ActionKind.KEYSTROKES, keys, None
-    elif traj.domain is Domain.SWE:
+    elif form is ActionForm.TOOL_CALL:
         call = _tool_call_of(action.text) or swe_agent_call(action.text, action.tool_name)
         return ActionKind.TOOL_CALL, _dumps(call), call["name"]
     return action.kind, action.text, action.tool_name
