@@ -20,10 +20,10 @@ from pipelines.lossmask import kept_token_range, loss_mask_category
 from pipelines.minhash import stable_hash
 from prompt_autoresearch.templates import TemplateSet
 from schemas.agentworldbench import AgentWorldBenchSample, inference_messages, trajectory_to_samples
-from schemas.trajectory import Domain, Trajectory
+from schemas.trajectory import Trajectory
 from schemas.worldmodel import render_action_prompt, render_observation
 from worldline.chat_template import THINK_CLOSE, THINK_OPEN, count_chat_tokens, message_tokens
-from worldline.rewards.rules import derive_rules, is_deterministic_action
+from worldline.rewards.rules import derive_rules, is_deterministic_action, rule_verifier_applies
 from worldline.tokenizer import TokenCounter
 
 OBSERVATION_OPEN = "<predicted_observation>"
@@ -342,7 +342,7 @@ def sft_rows(
 def rule_verifier(traj: Trajectory, turn_index: int) -> str:
     """ "exact_match" when the turn's observation is deterministic content, else "none"."""
     turn = traj.turns[turn_index - 1]
-    if traj.domain not in (Domain.TERMINAL, Domain.SWE, Domain.MCP):
+    if not rule_verifier_applies(traj.domain):
         return "none"
     if _RUNTIME_METADATA.search(turn.observation.text) or turn.observation.is_error:
         return "none"

@@ -25,6 +25,8 @@ from typing import Any
 
 import jsonschema
 
+from schemas.domains import domain_spec, is_registered
+
 # Actions whose observation is deterministic content (the paper's first tier). `is_deterministic_action`
 # also decides `verifier = exact_match` for the RL rows pipelines/render.py writes.
 DETERMINISTIC_COMMANDS = frozenset(
@@ -34,7 +36,6 @@ DETERMINISTIC_COMMANDS = frozenset(
     }
 )  # fmt: skip
 DETERMINISTIC_TOOLS = frozenset({"read", "read_file", "view", "str_replace_editor_view", "read_text_file"})
-RULE_DOMAINS = frozenset({"terminal", "swe", "mcp"})
 
 # Runtime metadata: (name, pattern in the ground truth, format the prediction must have there).
 METADATA_FORMATS: tuple[tuple[str, str, str], ...] = (
@@ -72,9 +73,14 @@ def _command_of(action_text: str) -> str:
     return command
 
 
+def rule_verifier_applies(domain: str) -> bool:
+    """Whether the domain's observations are checked by rule (its `DomainSpec.rule_verifier`)."""
+    return is_registered(domain) and domain_spec(domain).rule_verifier
+
+
 def is_deterministic_action(domain: str, action_text: str, tool_name: str | None) -> bool:
     """A read or computation whose output the action and earlier state fully determine."""
-    if domain not in RULE_DOMAINS:
+    if not rule_verifier_applies(domain):
         return False
     if (tool_name or "").lower() in DETERMINISTIC_TOOLS:
         return True
@@ -136,7 +142,7 @@ def derive_rules(
     """The rule checks one turn supports (empty when its observation is not checkable by rule)."""
     rules: list[dict[str, Any]] = []
     truth = normalise_text(observation_text)
-    if domain in RULE_DOMAINS:
+    if rule_verifier_applies(domain):
         try:
             parsed = json.loads(observation_text)
         except ValueError:
