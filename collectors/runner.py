@@ -51,7 +51,8 @@ from schemas import (
     stable_id,
     utc_now,
 )
-from schemas.shards import MANIFEST_NAME, Manifest, atomic_write_json
+from schemas.atomic import atomic_write_json
+from schemas.shards import MANIFEST_NAME, Manifest
 from worldline.redaction.records import redact_trajectory
 
 CASTS_DIR = "casts"

@@ -30,6 +30,7 @@ from urllib.parse import urldefrag
 import tantivy
 
 from collectors.search_corpus import DEFAULT_SOURCES, iter_pages, plain_text
+from schemas.atomic import replace_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INDEX_DIR = Path(os.environ.get("WORLDLINE_SEARCH_INDEX", ROOT / "infra" / ".cache" / "search-index"))
@@ -69,7 +70,8 @@ def _schema() -> tantivy.Schema:
 
 
 def build_index(out: Path, sources: dict[str, str] | None = None) -> dict[str, object]:
-    """Build the index into `out` (replacing what is there, atomically by rename) and return its meta."""
+    """Build the index into `out` (replacing what is there, atomically: `schemas.atomic.replace_dir`) and
+    return its meta."""
     sources = sources or DEFAULT_SOURCES
     started = time.monotonic()
     tmp = out.with_name(out.name + ".tmp")
@@ -108,8 +110,7 @@ def build_index(out: Path, sources: dict[str, str] | None = None) -> dict[str, o
         "engine": "tantivy",
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1), "utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    replace_dir(tmp, out)
     return meta
 
 

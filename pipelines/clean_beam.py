@@ -40,13 +40,14 @@ from curation_agents.redact import parse_pii_classes, redact
 from curation_agents.runner import (
     QUARANTINE_DIR,
     QUARANTINE_PARTS,
-    QUARANTINE_SCHEMA,
     GraphRunner,
     record_ref,
 )
 from pipelines.runners import runner_for
 from schemas import TRAJECTORY_SCHEMA, Trajectory
-from schemas.shards import TRAJECTORY_DIR, atomic_write_json
+from schemas.atomic import atomic_write_json
+from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA
+from schemas.shards import TRAJECTORY_DIR
 
 ACCEPTED = "accepted"
 QUARANTINED = "quarantined"
@@ -227,7 +228,7 @@ def build(pipeline: beam.Pipeline, paths: list[str], out: str, config: CleanConf
     )
     _ = results[QUARANTINED] | "WriteQuarantine" >> beam.io.WriteToParquet(
         FileSystems.join(out, QUARANTINE_DIR, QUARANTINE_PARTS, "part"),
-        QUARANTINE_SCHEMA,
+        CLEAN_QUARANTINE_SCHEMA,
         codec="zstd",
         file_name_suffix=".parquet",
     )

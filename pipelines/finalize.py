@@ -24,6 +24,7 @@ from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.exports import export_path
 from pipelines.publish import input_digest
 from schemas.agentworldbench import export_agentworldbench
+from schemas.atomic import atomic_open
 from schemas.shards import Manifest
 from schemas.trajectory import SCHEMA_VERSION, Trajectory
 
@@ -253,13 +254,11 @@ def unify_id_types(path: Path) -> None:
             kinds.add(type(json.loads(line)["id"]).__name__)
     if len(kinds) < 2:
         return
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
+    with open(path, encoding="utf-8") as src, atomic_open(path, "w") as dst:
         for line in src:
             sample = json.loads(line)
             sample["id"] = str(sample["id"])
             dst.write(json.dumps(sample, ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def finalize(

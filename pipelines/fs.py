@@ -6,7 +6,9 @@ A path with a scheme (`gs://bucket/pools`) is a URL: it is never handed to pathl
 would treat it as a relative local folder); everything goes through Beam's `FileSystems`, which
 picks the filesystem registered for the scheme. Object stores have no folders: a "folder" is a
 prefix, it exists when an object lies under it, and removing it removes every object under it.
-Local paths keep the local behaviour (absolute paths, directories, atomic rename of a file).
+Local paths keep the local behaviour (absolute paths, directories) and are written by
+`schemas.atomic` (unique temporary file, fsync, rename); this module is that writer's object-store
+variant.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import IO, Any
 
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
+
+from schemas import atomic
 
 
 def is_url(path: str) -> bool:
@@ -101,17 +105,13 @@ def read_json(path: str) -> Any:
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    """Write a whole file: locally by temp file + rename, on an object store as one upload (an
-    object appears whole when its upload completes)."""
+    """Write a whole file: locally by `schemas.atomic` (unique temp file, fsync, rename), on an object
+    store as one upload (an object appears whole when its upload completes)."""
     if is_url(path):
         with FileSystems.create(path) as fh:
             fh.write(data)
         return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    atomic.atomic_write_bytes(path, data)
 
 
 def write_json(path: str, obj: Any) -> None:
@@ -163,12 +163,18 @@ def temp_beside(path: str) -> str:
     """A temporary name next to PATH that no other writer uses. A runner may execute the same bundle
     twice at once (a retry, a speculative copy, the DaskRunner computing a stage again for a side
     input): each copy writes its own temporary file and both publish the same content."""
+    if not is_url(path):
+        return str(atomic.temp_path(path))
     folder, name = split(path)
-    return join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+    return join(folder, f".{name}.{uuid.uuid4().hex}{atomic.TEMP_SUFFIX}")
 
 
 def publish_file(tmp: str, path: str) -> None:
-    """Move TMP onto PATH, replacing what is there, while another writer may publish PATH too."""
+    """Move TMP onto PATH, replacing what is there, while another writer may publish PATH too
+    (locally `schemas.atomic.publish_file`: fsync, rename, fsync the folder)."""
+    if not is_url(path):
+        atomic.publish_file(tmp, path)
+        return
     if FileSystems.exists(path):
         try:
             FileSystems.delete([path])

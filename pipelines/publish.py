@@ -17,12 +17,12 @@ incremental build with the reason: run a full build with `--overwrite` then.
 from __future__ import annotations
 
 import hashlib
-import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from pipelines import fs
+from schemas.atomic import replace_dir
 
 
 class PublishError(RuntimeError):
@@ -76,14 +76,7 @@ def publish(staging: str, out: str) -> None:
     pools or the new ones; one that lists OUT/*/part-*.parquet while a publish runs may see a mix.
     """
     if not fs.is_url(out):
-        old: str | None = None
-        if os.path.exists(out):
-            parent, name = fs.split(out)
-            old = fs.join(parent, f".{name}.old-{uuid.uuid4().hex[:12]}")
-            os.rename(out, old)
-        os.rename(staging, out)
-        if old is not None:
-            fs.delete_tree(old)
+        replace_dir(staging, out)
         return
     fs.delete_file(fs.join(out, MANIFEST))
     fs.delete_tree(out)

@@ -298,7 +298,7 @@ def report(
     side-by-side template diffs."""
     from prompt_autoresearch.report import render_report
     from prompt_autoresearch.review import ReviewError, require_state
-    from schemas.shards import atomic_write_bytes
+    from schemas.atomic import atomic_write_bytes
 
     try:
         state = require_state(rundir)

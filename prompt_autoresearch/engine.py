@@ -58,7 +58,7 @@ from prompt_autoresearch.state import (
 )
 from prompt_autoresearch.styles import StyleDirective, style_for_run
 from prompt_autoresearch.templates import Template, load_template_set
-from schemas.shards import atomic_write_bytes
+from schemas.atomic import atomic_write_bytes
 from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult
 from worldline.llm import BudgetExceeded, ChatRequest, LLMClient, RequestRejected, Role
 

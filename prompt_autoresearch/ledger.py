@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.shards import atomic_write_bytes
+from schemas.atomic import atomic_write_bytes
 
 STATUSES = ("keep", "discard", "crash")
 

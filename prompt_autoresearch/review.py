@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from prompt_autoresearch.state import STATE_FILE, load_state, save_state
 from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, TemplateError, check_template, load_template_set
+from schemas.atomic import replace_dir
 
 VERSIONS = tuple(range(12))
 USED_BY = {0: "rl", 1: "cpt"}
@@ -168,9 +169,7 @@ def export(rundir: Path, out: Path, base: Path | None = None) -> list[ExportedTe
     except TemplateError as error:
         shutil.rmtree(staging)
         raise ReviewError(f"the exported set does not load: {error}") from error
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+    replace_dir(staging, out)
     load_template_set.cache_clear()
     return sorted(written, key=lambda t: t.version)
 

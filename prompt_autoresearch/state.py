@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from prompt_autoresearch.templates import SEED_TEMPLATES_DIR
-from schemas.shards import atomic_write_json
+from schemas.atomic import atomic_write_json
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1

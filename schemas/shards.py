@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     # pyarrow.dataset pulls in pandas (~50 MB, ~0.2 s); import it only where a dataset is built.
     import pyarrow.dataset as pads
 
+from schemas.atomic import atomic_write_json, publish_file, temp_path
 from schemas.trajectory import (
     SCHEMA_MAJOR,
     SCHEMA_METADATA_KEY,
@@ -48,26 +48,6 @@ class ShardError(Exception):
 
 class SchemaVersionError(ShardError):
     """The data was written by a newer major schema version than this reader understands."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Atomic file helpers
-# --------------------------------------------------------------------------------------------------
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def sha256_file(path: Path) -> str:
@@ -259,7 +239,7 @@ class ShardWriter:
     def _open_part(self) -> None:
         name = f"part-{self._seq:05d}-{self._run}.parquet"
         self._final_path = self.root / self.subdir / name
-        self._tmp_path = self._final_path.with_name(f".{name}.tmp")
+        self._tmp_path = temp_path(self._final_path)
         self._writer = pq.ParquetWriter(
             self._tmp_path,
             self.schema,
@@ -274,9 +254,7 @@ class ShardWriter:
             return
         assert self._tmp_path is not None and self._final_path is not None
         self._writer.close()
-        with open(self._tmp_path, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(self._tmp_path, self._final_path)
+        publish_file(self._tmp_path, self._final_path)
         self.manifest.files.append(
             ShardFile(
                 path=str(self._final_path.relative_to(self.root)),

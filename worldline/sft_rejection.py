@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from schemas.atomic import atomic_open
 from worldline.judge.judge import CallCost, Judge, JudgeConfig, JudgeResult
 from worldline.judge.samples import JudgeSample, from_chat
 from worldline.judge.store import ResultStore
@@ -308,12 +308,10 @@ def run_rejection_sampling(
     decisions = [d for d in store if d["key"] in keys]
     table, data = retain_table(decisions)
     samples_path = out / "sft_rejection_sampled.jsonl"
-    tmp = samples_path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with atomic_open(samples_path, "w") as handle:
         for decision in sorted(decisions, key=lambda d: str(d["key"])):
             if decision.get("kept"):
                 handle.write(json.dumps(decision["sample"], ensure_ascii=False) + "\n")
-    os.replace(tmp, samples_path)
     card = {
         "pool": str(pool),
         "rollouts": config.rollouts,
