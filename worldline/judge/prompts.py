@@ -2,7 +2,9 @@
 and the user message in AgentWorldBench's evaluation shape.
 
 The prompt texts live beside this module (`prompt_texts/rubric.md`, `prompt_texts/<domain>.md`) so
-they can be read, reviewed and evolved as text. Adding a domain is adding its `.md` file.
+they can be read, reviewed and evolved as text. A domain's prompt is the one its `DomainSpec.judge_prompt`
+names (schemas/domains.py): `<name>` for `prompt_texts/<name>.md`, or `<package>:<file>` for a text
+shipped in another package.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 
-from schemas.trajectory import Domain
+from schemas.worldmodel import OBSERVATION_MARKER, SCORING_DIMENSIONS, fence_for
+from schemas.domains import domain_spec, is_registered, registered_domains
 
 TEXTS = "worldline.judge.prompt_texts"
-RESPONSE_MARKER = "**Environment Observation:**"
 JUDGE_RESPONSE_TAG = "final_evaluation"
 PREDICTION_HEADING = "**World Model Output (Simulated):**"
 GROUND_TRUTH_HEADING = "**Ground Truth (Real Output):**"
@@ -42,13 +45,19 @@ def rubric_text() -> str:
     return resources.files(TEXTS).joinpath("rubric.md").read_text(encoding="utf-8")
 
 
+def judge_prompt_text(domain: str) -> Traversable:
+    """Where a domain's prompt text is: the one its spec names, else `prompt_texts/<domain>.md`."""
+    key = domain_spec(domain).judge_prompt if is_registered(domain) else domain
+    package, sep, name = key.rpartition(":")
+    return resources.files(package).joinpath(name) if sep else resources.files(TEXTS).joinpath(f"{key}.md")
+
+
 @cache
 def domain_text(domain: str) -> str:
     """The domain section; a ValueError names the domains that have one."""
-    name = Domain(domain).value if domain in {d.value for d in Domain} else domain
-    path = resources.files(TEXTS).joinpath(f"{name}.md")
+    path = judge_prompt_text(domain)
     if not path.is_file():
-        known = ", ".join(d.value for d in Domain)
+        known = ", ".join(spec.value for spec in registered_domains())
         raise ValueError(
             f"no judge prompt for domain '{domain}': add worldline/judge/prompt_texts/{domain}.md ({known})"
         )
@@ -56,7 +65,7 @@ def domain_text(domain: str) -> str:
 
 
 def has_judge_prompt(domain: str) -> bool:
-    return resources.files(TEXTS).joinpath(f"{domain}.md").is_file() and domain != "rubric"
+    return domain != "rubric" and judge_prompt_text(domain).is_file()
 
 
 def judge_system_prompt(domain: str) -> str:
@@ -64,18 +73,12 @@ def judge_system_prompt(domain: str) -> str:
     return f"{rubric_text().strip()}\n\n{domain_text(domain).strip()}\n"
 
 
-def fence_for(text: str) -> str:
-    """A backtick fence longer than any backtick run inside `text`, so the block cannot be closed early."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def clean_response_marker(text: str) -> str:
     """Remove the `**Environment Observation:**` marker from a response (as the reference evaluator does)."""
     stripped = text.strip()
-    if stripped.startswith(RESPONSE_MARKER):
-        return stripped[len(RESPONSE_MARKER) :].strip()
-    return stripped.replace(RESPONSE_MARKER, "").strip()
+    if stripped.startswith(OBSERVATION_MARKER):
+        return stripped[len(OBSERVATION_MARKER) :].strip()
+    return stripped.replace(OBSERVATION_MARKER, "").strip()
 
 
 def judge_user_message(
