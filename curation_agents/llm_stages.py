@@ -13,17 +13,24 @@ from collections import Counter
 from typing import Any
 
 from schemas import Domain, Trajectory
+from schemas.domains import is_registered, registered_domains
 from worldline.llm import LLMConfig, LLMError, Role, SyncLLMClient, endpoint_configured, parse_json_object
 
 _SAMPLE_TURNS = 8  # turns shown to the LLM, spread over the whole trajectory
 _PREVIEW_CHARS = 600
 
-DOMAIN_PROMPT = (
-    "You classify agent interaction logs into one environment domain. Domains: mcp (JSON tool calls to "
-    "tool servers), search (web_search / page extraction), terminal (shell sessions), swe (reading, editing "
-    "and testing a code repository), android, web (browser actions on an accessibility tree), os (desktop "
-    'GUI automation). Answer with JSON only: {"domain": "<one of the names>", "why": "<one sentence>"}.'
-)
+
+def domain_prompt() -> str:
+    """The domain classifier's system prompt: every registered domain with its `classifier_hint`."""
+    domains = ", ".join(
+        f"{s.value} ({s.classifier_hint})" if s.classifier_hint else s.value for s in registered_domains()
+    )
+    return (
+        f"You classify agent interaction logs into one environment domain. Domains: {domains}. "
+        'Answer with JSON only: {"domain": "<one of the names>", "why": "<one sentence>"}.'
+    )
+
+
 QUALITY_PROMPT = (
     "You rate whether an agent trajectory is good training data for a model that predicts the environment's "
     "next observation from the history and the action. Good data: real actions with real, complete, "
@@ -152,7 +159,7 @@ class LLMCurator:
     def classify_domain(self, traj: Trajectory) -> tuple[Domain | None, str]:
         """(domain, note): None with the reason when the answer is missing or not a known domain."""
         try:
-            answer = self._ask(DOMAIN_PROMPT, traj)
+            answer = self._ask(domain_prompt(), traj)
         except _BudgetRefused as refused:
             self._fallback(f"align: {refused.reason}")
             return None, f"llm_align_skipped: {refused.reason}"
@@ -160,7 +167,7 @@ class LLMCurator:
             self._fallback(f"align: {type(exc).__name__}")
             return None, f"llm_align_failed: {type(exc).__name__}"
         value = str((answer or {}).get("domain", "")).strip().lower()
-        if value not in {d.value for d in Domain}:
+        if not is_registered(value):
             self._fallback("align: unparsed answer")
             return None, f"llm_align_unparsed: {value[:40]!r}"
         self.decisions["align"] += 1

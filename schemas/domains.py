@@ -73,6 +73,8 @@ class DomainSpec:
     """The fence info string of a non-JSON action in an AgentWorldBench prompt."""
     action_description: str | None = None
     """The action space of a cleaned trace of this domain, when it is the same for every trace."""
+    classifier_hint: str = ""
+    """What the cleaner's LLM domain classifier is told a trace of this domain looks like."""
     signals: DomainSignals = field(default_factory=DomainSignals)
 
     def __post_init__(self) -> None:
@@ -103,6 +105,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         "collectors.mcp",
         per_trajectory_tools=True,
         rule_verifier=True,
+        classifier_hint="JSON tool calls to tool servers",
         signals=DomainSignals(generic_tools=True),
     ),
     DomainSpec(
@@ -111,6 +114,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         "a web search engine, a page extractor and a key-value memory",
         ActionKind.TOOL_CALL,
         "collectors.search",
+        classifier_hint="web_search / page extraction",
         signals=DomainSignals(only_tools=_SEARCH_TOOLS),
     ),
     DomainSpec(
@@ -125,6 +129,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         action_description=(
             "Command lines typed at a shell prompt (or a REPL started from it); the terminal shows the result."
         ),
+        classifier_hint="shell sessions",
         signals=DomainSignals(only_tools=_SHELL_TOOLS, likely_action_kind=ActionKind.COMMAND),
     ),
     DomainSpec(
@@ -136,6 +141,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         per_trajectory_tools=True,
         action_form=ActionForm.TOOL_CALL,
         rule_verifier=True,
+        classifier_hint="reading, editing and testing a code repository",
         signals=DomainSignals(any_tool=_SWE_TOOLS),
     ),
     DomainSpec(
@@ -154,6 +160,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         "collectors.web",
         gui=True,
         observation_format=ObservationFormat.AXTREE,
+        classifier_hint="browser actions on an accessibility tree",
         signals=DomainSignals(action_kind=ActionKind.GUI),
     ),
     DomainSpec(
@@ -165,6 +172,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         gui=True,
         observation_format=ObservationFormat.AXTREE,
         action_language="python",
+        classifier_hint="desktop GUI automation",
     ),
 )
 
