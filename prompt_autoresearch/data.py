@@ -29,6 +29,7 @@ from schemas.agentworldbench import (
     sample_to_trajectory,
     trajectory_to_samples,
 )
+from schemas.domains import registered_domains
 from schemas.shards import iter_trajectories, shard_files
 from schemas.trajectory import Domain, Trajectory
 from worldline.judge import JudgeSample, from_agentworldbench
@@ -138,7 +139,7 @@ class EvalData:
             wanted = Domain(domain)
         except ValueError:
             raise DataError(
-                f"--domain {domain!r} is not a worldline domain; use one of {', '.join(d.value for d in Domain)}"
+                f"--domain {domain!r} is not a worldline domain; use one of {', '.join(s.value for s in registered_domains())}"
             ) from None
         # Memory stays bounded on large inputs: each split keeps the `keep_per_split` trajectories of
         # lowest seeded rank, a choice that does not depend on file order.
