@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.config import FilterConfig
+from schemas.domains import GUI_DOMAINS, TOOL_DOMAINS
 from schemas.trajectory import (
-    GUI_DOMAINS,
-    TOOL_DOMAINS,
     ActionKind,
     Trajectory,
     TrajectoryStatus,
