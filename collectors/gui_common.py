@@ -1,5 +1,6 @@
 """What the three GUI domains (web, os, android) share: the action-call parser, the normalised state
-hash behind each turn's `state_changed` bit, and environment-failure detection.
+hash behind each turn's `state_changed` bit, and environment-failure detection (the rule itself is
+`schemas.gui_failure`).
 
 GUI actions are written as calls in the domain's own syntax (`click("e7")`, `hotkey('ctrl', 's')`,
 `back()`) or as an object that addresses an element by role and name (`{"action": "click", "role":
@@ -20,6 +21,9 @@ from typing import Any
 
 from collectors.environment import Environment, Task, TaskError
 from schemas import Action, ActionKind, ActionSpace, ToolSpec
+from schemas.gui_failure import detect_page_failure
+
+__all__ = ["detect_page_failure"]  # the GUI collectors' failure check; the rule lives in schemas.gui_failure
 
 
 class EnvFailure(OSError):
@@ -296,83 +300,3 @@ class StateTracker:
         changed = new != self.last
         self.last = new
         return changed
-
-
-# --------------------------------------------------------------------------------------------------
-# Environment failures: only when the page / app IS an error state
-# --------------------------------------------------------------------------------------------------
-
-HTTP_REASONS = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    408: "Request Timeout",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-}
-# A title or top heading that is nothing but an error status ("503 Service Unavailable", "Error 500",
-# "HTTP Error 404 - Not Found", "Internal Server Error"): a page *about* an error has more words.
-_ERROR_TITLE = re.compile(
-    r"^\s*(?:(?:http\s+)?(?:error|status)\s*[:#-]?\s*)?(?:(?P<code>[45]\d\d)\s*[:.\-–]?\s*)?"
-    r"(?P<phrase>bad request|unauthori[sz]ed|forbidden|access denied|not found|page not found|request timeout|"
-    r"too many requests|internal server error|server error|bad gateway|service (?:temporarily )?unavailable|"
-    r"gateway time-?out)?\s*$",
-    re.I,
-)
-# Chromium's own error pages (net::ERR_*) and crash page.
-_BROWSER_ERROR = re.compile(
-    r"(?:this site can.t be reached|this page isn.t working|aw, snap!|err_[a-z_]+|"
-    r"your connection is not private|took too long to respond|refused to connect)",
-    re.I,
-)
-# A challenge page: its title or main heading *is* the challenge.
-_CAPTCHA_TITLE = re.compile(
-    r"^\s*(?:captcha(?:\s+(?:check|challenge|verification))?|verify(?:ing)? (?:that )?you are (?:a )?human|"
-    r"are you a (?:human|robot)\??|i.m not a robot|attention required!?.*|just a moment\.*|"
-    r"security check|human verification|please verify you are a human|one more step)\s*$",
-    re.I,
-)
-_CAPTCHA_WIDGET = re.compile(r"\b(?:i.m not a robot|verify you are human)\b", re.I)
-# Main-content size under which a page is "nothing but" its error or challenge.
-ERROR_PAGE_MAX_CHARS = 600
-
-
-def error_title_status(title: str) -> str | None:
-    """The error a title/heading consists of ("503 Service Unavailable"), or None when it says more."""
-    title = title.strip()
-    if not title or len(title) > 80:
-        return None
-    m = _ERROR_TITLE.match(title)
-    if not m or not (m.group("code") or m.group("phrase")):
-        return None
-    return title
-
-
-def detect_page_failure(
-    *, status: int | None, title: str, headings: list[str], text: str, url: str = ""
-) -> str | None:
-    """Why a loaded page is an environment failure, or None.
-
-    The HTTP status of the main document decides when known (>= 400). Otherwise a page counts as an
-    error or CAPTCHA page only when its title or first heading *is* the error/challenge and the page
-    holds little else: a footer "protected by reCAPTCHA" or an article about HTTP 503 is not one."""
-    if status is not None and status >= 400:
-        reason = HTTP_REASONS.get(status, "error")
-        return f"HTTP {status} {reason} at {url or 'the page'}"
-    short = len(text.strip()) <= ERROR_PAGE_MAX_CHARS
-    candidates = [title] + headings[:1]
-    if _BROWSER_ERROR.search(title) or (short and any(_BROWSER_ERROR.search(h) for h in headings[:1])):
-        return f"browser error page at {url or 'the page'}: {title or headings[0]}"
-    if short:
-        for candidate in candidates:
-            if error_title_status(candidate):
-                return f"error page at {url or 'the page'}: {candidate.strip()}"
-            if _CAPTCHA_TITLE.match(candidate.strip()):
-                return f"CAPTCHA page at {url or 'the page'}: {candidate.strip()}"
-        if _CAPTCHA_WIDGET.search(text) and len(text.strip()) <= ERROR_PAGE_MAX_CHARS // 2:
-            return f"CAPTCHA page at {url or 'the page'}: a human-verification widget is all it shows"
-    return None

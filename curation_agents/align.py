@@ -11,7 +11,7 @@ from typing import Any
 
 from curation_agents.formats import TERMINAL_FORMATS, Format
 from curation_agents.formats.common import source_time
-from curation_agents.model import CleanConfig, ParsedRecord, RawTurn, Reason, RecordRef, StageFailure
+from curation_agents.model import CleanConfig, ParsedRecord, RawTurn, RecordRef, StageFailure
 from schemas import (
     Action,
     ActionKind,
@@ -29,6 +29,7 @@ from schemas import (
     registered_domains,
     stable_id,
 )
+from schemas.reasons import ReasonCode
 
 
 def infer_domain(parsed: ParsedRecord, turns: list[RawTurn]) -> tuple[Domain, bool]:
@@ -85,7 +86,7 @@ def check_tools(domain: Domain, space: ActionSpace, turns: list[RawTurn], declar
         name = t.get("tool_name")
         if t.get("action_kind") == "tool_call" and name and name not in names:
             raise StageFailure(
-                Reason.UNKNOWN_TOOL,
+                ReasonCode.UNKNOWN_TOOL,
                 f"turn {index + 1} calls {name!r}, which is not in the declared tools ({', '.join(sorted(names))})",
             )
 

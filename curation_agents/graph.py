@@ -33,7 +33,6 @@ from curation_agents.model import (
     CleanState,
     ParsedRecord,
     QuarantineEntry,
-    Reason,
     Stage,
     StageFailure,
     as_trajectory,
@@ -43,6 +42,7 @@ from curation_agents.redact import redact, redact_json
 from curation_agents.score import score_episode
 from curation_agents.segment import segment_record
 from schemas import Trajectory
+from schemas.reasons import ReasonCode
 
 NodeFn = Callable[[CleanState], dict[str, Any]]
 
@@ -71,7 +71,7 @@ def _read_jsonl_messages(path: str, limit: int) -> list[Any]:
         for line in fh:
             total += len(line)
             if total > limit:
-                raise StageFailure(Reason.TOO_LARGE, f"log exceeds {limit} bytes")
+                raise StageFailure(ReasonCode.TOO_LARGE, f"log exceeds {limit} bytes")
             if line.strip():
                 try:
                     messages.append(json.loads(line))
@@ -91,11 +91,11 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
         return mcp_log.parse(_read_jsonl_messages(payload["path"], limits.max_record_bytes))
     if fmt == Format.UIAUTOMATOR_DUMP:
         raise StageFailure(
-            Reason.NOT_A_TRAJECTORY,
+            ReasonCode.NOT_A_TRAJECTORY,
             "a single view-hierarchy dump has no actions; record a session to get turns",
         )
     if _depth_exceeds(payload, limits.max_json_depth):
-        raise StageFailure(Reason.TOO_DEEP, f"JSON nests deeper than {limits.max_json_depth} levels")
+        raise StageFailure(ReasonCode.TOO_DEEP, f"JSON nests deeper than {limits.max_json_depth} levels")
     parsers: dict[str, Callable[[Any], ParsedRecord]] = {
         Format.SWE_AGENT: swe_agent.parse,
         Format.MINI_SWE_AGENT: chat.parse_mini_swe_agent,
@@ -108,7 +108,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
     }
     parser = parsers.get(fmt)
     if parser is None:
-        raise StageFailure(Reason.UNSUPPORTED_FORMAT, f"no parser for format {fmt!r}")
+        raise StageFailure(ReasonCode.UNSUPPORTED_FORMAT, f"no parser for format {fmt!r}")
     return parser(payload)
 
 
@@ -119,19 +119,19 @@ def _guarded(stage: Stage, fn: NodeFn) -> NodeFn:
         except StageFailure as failure:
             return _fail(state, stage, failure.reason, failure.detail)
         except RecursionError:
-            return _fail(state, stage, Reason.TOO_DEEP, "structure nested too deeply to process")
+            return _fail(state, stage, ReasonCode.TOO_DEEP, "structure nested too deeply to process")
         except MemoryError:
-            return _fail(state, stage, Reason.TOO_LARGE, "record does not fit in memory")
+            return _fail(state, stage, ReasonCode.TOO_LARGE, "record does not fit in memory")
         except CORRUPT_INPUT_ERRORS as exc:
-            return _fail(state, stage, Reason.CORRUPT_INPUT, f"{type(exc).__name__}: {exc}"[:500])
+            return _fail(state, stage, ReasonCode.CORRUPT_INPUT, f"{type(exc).__name__}: {exc}"[:500])
         except Exception as exc:
-            return _fail(state, stage, Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+            return _fail(state, stage, ReasonCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"[:500])
 
     node.__name__ = stage.value
     return node
 
 
-def _fail(state: CleanState, stage: Stage, reason: Reason, detail: str) -> dict[str, Any]:
+def _fail(state: CleanState, stage: Stage, reason: ReasonCode, detail: str) -> dict[str, Any]:
     # Details quote exceptions, which may quote the record: redact them like any other text.
     entry: QuarantineEntry = {
         "stage": stage.value,
@@ -149,7 +149,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
     def ingest(state: CleanState) -> dict[str, Any]:
         failure = state.get("preflight")
         if failure:
-            raise StageFailure(Reason(failure["reason"]), failure["detail"])
+            raise StageFailure(ReasonCode(failure["reason"]), failure["detail"])
         payload = state["payload"]
         counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
         # A decoded payload is redacted before it is parsed (the runner does it before checkpointing).
@@ -159,10 +159,10 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
         parsed = parse_payload(state["record"]["format"], payload, config)
         turns = parsed.get("turns", [])
         if len(turns) > config.limits.max_turns:
-            raise StageFailure(Reason.TOO_LARGE, f"more than {config.limits.max_turns} turns")
+            raise StageFailure(ReasonCode.TOO_LARGE, f"more than {config.limits.max_turns} turns")
         if turns and not any(t.get("action_kind") != "empty" for t in turns):
             raise StageFailure(
-                Reason.UNSUPPORTED_FORMAT,
+                ReasonCode.UNSUPPORTED_FORMAT,
                 f"{len(turns)} message(s) but no action in a dialect the cleaner reads (OpenAI tool_calls or "
                 "function_call, Anthropic tool_use, MCP tools/call, fenced shell blocks)",
             )
@@ -186,7 +186,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
         parsed = state["parsed"]
         episodes = segment_record(parsed, config, counts)
         if not episodes:
-            raise StageFailure(Reason.NO_TURNS, "no (action, observation) pairs found in the record")
+            raise StageFailure(ReasonCode.NO_TURNS, "no (action, observation) pairs found in the record")
         parsed["turns"] = []
         return {
             "parsed": parsed,
@@ -218,7 +218,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
         for index, trajectory in enumerate(state["trajectories"]):
             verdict = score_episode(as_trajectory(trajectory), config)
             unsure = abs(verdict.score - config.accept_threshold) <= config.unsure_band
-            if curator is not None and verdict.reason in (None, Reason.LOW_QUALITY) and unsure:
+            if curator is not None and verdict.reason in (None, ReasonCode.LOW_QUALITY) and unsure:
                 llm_score, reasons = curator.judge_quality(verdict.trajectory)
                 verdict.trajectory.metadata["llm_quality"] = {"score": llm_score, "reasons": reasons}
                 if llm_score is not None:
@@ -227,7 +227,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
                     if llm_score >= config.accept_threshold:
                         verdict.reason, verdict.detail = None, ""
                     else:
-                        verdict.reason = Reason.LOW_QUALITY
+                        verdict.reason = ReasonCode.LOW_QUALITY
                         verdict.detail = (
                             f"LLM score {llm_score} < {config.accept_threshold}: {'; '.join(reasons)}"[:500]
                         )

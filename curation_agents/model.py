@@ -1,4 +1,4 @@
-"""The cleaner's vocabulary: stages, reason codes, limits, and the typed state each graph node reads and writes.
+"""The cleaner's vocabulary: stages, limits (reason codes: `schemas.reasons`), and the typed state each graph node reads and writes.
 
 State values are plain dicts, lists and strings, except the typed `Trajectory` objects align hands to
 score (no JSON round trip between them); checkpoints persist those through CHECKPOINT_TYPES.
@@ -11,7 +11,10 @@ from enum import StrEnum
 from typing import Any, TypedDict
 
 from schemas import trajectory as _trajectory
+from schemas.reasons import ReasonCode
 from schemas.trajectory import Trajectory
+
+Reason = ReasonCode  # the old name, until curation_agents.runner reads ReasonCode
 
 
 class Stage(StrEnum):
@@ -24,30 +27,10 @@ class Stage(StrEnum):
     SCORE = "score"
 
 
-class Reason(StrEnum):
-    """Why a record (or one episode of it) was quarantined; summary.json counts these."""
-
-    UNSUPPORTED_FORMAT = "unsupported_format"  # not a trace format the cleaner reads
-    CORRUPT_INPUT = "corrupt_input"  # truncated or damaged compression, unreadable bytes
-    PARSE_ERROR = "parse_error"
-    TOO_LARGE = "too_large"
-    TOO_DEEP = "too_deep"
-    BAD_ENCODING = "bad_encoding"
-    NOT_A_TRAJECTORY = "not_a_trajectory"
-    SUPERSEDED_PREFIX = "superseded_prefix"
-    NO_TURNS = "no_turns"
-    TOO_FEW_TURNS = "too_few_turns"
-    UNKNOWN_TOOL = "unknown_tool"
-    ENV_FAILURE = "env_failure"
-    LOW_QUALITY = "low_quality"
-    INTERNAL_ERROR = "internal_error"
-    WORKER_DIED = "worker_died"  # the worker process cleaning the file was killed (out of memory, kill -9)
-
-
 class StageFailure(Exception):
     """A record cannot pass a stage; the graph routes it to quarantine with this reason."""
 
-    def __init__(self, reason: Reason, detail: str) -> None:
+    def __init__(self, reason: ReasonCode, detail: str) -> None:
         super().__init__(f"{reason.value}: {detail}")
         self.reason = reason
         self.detail = detail

@@ -20,7 +20,8 @@ from curation_agents.formats import Format, atif, chat, mcp_log, openhands, swe_
 from curation_agents.formats import agentworldbench as awb
 from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, decode_json, open_binary
 from curation_agents.formats.terminal import is_input_log, looks_like_timing
-from curation_agents.model import Limits, Reason, StageFailure
+from curation_agents.model import Limits, StageFailure
+from schemas.reasons import ReasonCode
 
 SNIFF_BYTES = 64 * 1024
 TRACE_SUFFIXES = (
@@ -183,7 +184,7 @@ def iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
     except StageFailure as failure:
         yield RawRecord("file" if not produced else "read-error", Format.UNKNOWN, None, failure)
     except CORRUPT_INPUT_ERRORS as exc:
-        damaged = StageFailure(Reason.CORRUPT_INPUT, f"{path.name}: {type(exc).__name__}: {exc}"[:500])
+        damaged = StageFailure(ReasonCode.CORRUPT_INPUT, f"{path.name}: {type(exc).__name__}: {exc}"[:500])
         yield RawRecord("file" if not produced else "read-error", Format.UNKNOWN, None, damaged)
 
 
@@ -219,12 +220,12 @@ def _iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
         "file",
         Format.UNKNOWN,
         None,
-        StageFailure(Reason.TOO_LARGE, f"JSON document exceeds {limits.max_record_bytes} bytes"),
+        StageFailure(ReasonCode.TOO_LARGE, f"JSON document exceeds {limits.max_record_bytes} bytes"),
     )
 
 
 def _unknown(path: Path) -> StageFailure:
-    return StageFailure(Reason.UNSUPPORTED_FORMAT, f"{path.name}: not a trace format the cleaner reads")
+    return StageFailure(ReasonCode.UNSUPPORTED_FORMAT, f"{path.name}: not a trace format the cleaner reads")
 
 
 def _element_record(locator: str, element: Any) -> RawRecord:
@@ -232,7 +233,7 @@ def _element_record(locator: str, element: Any) -> RawRecord:
     failure = (
         None
         if fmt != Format.UNKNOWN
-        else StageFailure(Reason.UNSUPPORTED_FORMAT, f"{locator}: unrecognised record")
+        else StageFailure(ReasonCode.UNSUPPORTED_FORMAT, f"{locator}: unrecognised record")
     )
     return RawRecord(locator, fmt, element, failure)
 
@@ -333,7 +334,7 @@ def _iter_jsonl(path: Path, limits: Limits) -> Iterator[RawRecord]:
                     locator,
                     Format.UNKNOWN,
                     None,
-                    StageFailure(Reason.TOO_LARGE, f"line exceeds {limits.max_record_bytes} bytes"),
+                    StageFailure(ReasonCode.TOO_LARGE, f"line exceeds {limits.max_record_bytes} bytes"),
                 )
                 continue
             try:
@@ -432,7 +433,7 @@ def _decoded_element(locator: str, element: bytes, oversized: bool, limits: Limi
             locator,
             Format.UNKNOWN,
             None,
-            StageFailure(Reason.TOO_LARGE, f"{locator} exceeds {limits.max_record_bytes} bytes"),
+            StageFailure(ReasonCode.TOO_LARGE, f"{locator} exceeds {limits.max_record_bytes} bytes"),
         )
     try:
         obj = decode_json(element, locator)

@@ -9,15 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from curation_agents.model import CleanConfig, Reason
+from curation_agents.model import CleanConfig
 from curation_agents.turn_rules import is_garbage_action, skip_retry_cycles, strip_empty_actions
 from schemas import GUI_DOMAINS, Trajectory, TrajectoryStatus
+from schemas.gui_failure import trace_failure_marker
+from schemas.reasons import ReasonCode
 
-ENV_FAILURE = re.compile(
-    r"(?i)\b(?:captcha|are you a robot|verify you are human|access denied|403 forbidden|404 not found|"
-    r"502 bad gateway|503 service unavailable|504 gateway time-?out|err_connection_refused|err_name_not_resolved|"
-    r"this site can.t be reached|no such file or directory: .*(?:state|snapshot))"
-)
 BINARY_NOISE = re.compile(r"[\x00-\x08\x0e-\x1f\ufffd]")
 _BINARY_NOISE_ASCII = bytes([*range(0x00, 0x09), *range(0x0E, 0x20)])  # BINARY_NOISE less U+FFFD
 
@@ -48,7 +45,7 @@ class Verdict:
     trajectory: Trajectory
     score: float
     signals: list[str] = field(default_factory=list)
-    reason: Reason | None = None  # set when the episode is quarantined
+    reason: ReasonCode | None = None  # set when the episode is quarantined
     detail: str = ""
 
     @property
@@ -102,14 +99,14 @@ def score_episode(traj: Trajectory, config: CleanConfig) -> Verdict:
             traj,
             0.0,
             [],
-            Reason.TOO_FEW_TURNS,
+            ReasonCode.TOO_FEW_TURNS,
             f"{len(traj.turns)} turn(s) after the turn rules; at least {config.min_turns} are needed",
         )
     if traj.domain in GUI_DOMAINS:
         for index, t in enumerate(traj.turns):
-            m = ENV_FAILURE.search(t.observation.text[:20000])
-            if m:
-                return Verdict(traj, 0.0, [], Reason.ENV_FAILURE, f"turn {index + 1}: {m.group(0)!r}")
+            marker = trace_failure_marker(t.observation.text)
+            if marker is not None:
+                return Verdict(traj, 0.0, [], ReasonCode.ENV_FAILURE, f"turn {index + 1}: {marker!r}")
     signals = quality_signals(traj)
     score = round(max(0.0, 1.0 - sum(PENALTIES[s] for s in signals)), 4)
     traj.metadata["quality_score"] = score
@@ -119,7 +116,7 @@ def score_episode(traj: Trajectory, config: CleanConfig) -> Verdict:
             traj,
             score,
             signals,
-            Reason.LOW_QUALITY,
+            ReasonCode.LOW_QUALITY,
             f"score {score} < threshold {config.accept_threshold}: {', '.join(signals)}",
         )
     return Verdict(traj, score, signals)

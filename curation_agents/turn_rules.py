@@ -4,7 +4,8 @@
   appended to the previous kept turn so the state chain stays complete.
 - `skip_retry_cycles`: in "garbage output -> error -> retry" loops the offending pairs had no effect on
   the environment (the harness rejected them), so they are skipped; the next valid turn then follows
-  the last valid state directly. Legitimate environment errors (`ls nope`) are kept: they are the
+  the last valid state directly (the cleaner skips every rejected pair, the pools only those a retry
+  follows: the two named modes). Legitimate environment errors (`ls nope`) are kept: they are the
   long-tail behaviour a world model must learn.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from typing import Literal
 
 from schemas import Action, ActionKind, Observation, Trajectory, Turn
 
@@ -109,23 +111,50 @@ def is_rejected_pair(turn: Turn) -> bool:
     return bool(turn.observation.is_error) and is_garbage_action(turn.action)
 
 
-def skip_retry_cycles(traj: Trajectory) -> tuple[Trajectory, int]:
-    """The trajectory without rejected (garbage -> error) pairs, and how many were skipped.
+RetryCycleMode = Literal["every_rejected", "retried_only"]
 
-    The next kept turn records how many attempts preceded it in `metadata["retries_skipped"]`.
+
+def skip_retry_cycles(traj: Trajectory, mode: RetryCycleMode = "every_rejected") -> tuple[Trajectory, int]:
+    """The trajectory without the rejected (garbage -> error) pairs of its retry cycles, and how many
+    were skipped.
+
+    The paper's rule (section 3.1.2): in a "garbage output -> error -> retry" loop the rejected pairs
+    never reached the environment, so the retry follows the last valid state directly. Which runs of
+    rejected pairs count as a retry cycle is the mode:
+
+    - "every_rejected" (the cleaner): every rejected pair is skipped, wherever it stands.
+    - "retried_only" (the pools): a run of rejected pairs is skipped only when the next turn is a
+      valid action of the same kind as every pair of the run (the agent tried again); a run with no
+      retry after it (the trajectory ends, or the agent moved on to something else) is real history
+      and stays.
+
+    Both use `is_rejected_pair`, and the retry records how many attempts preceded it in
+    `metadata["retries_skipped"]`. The input trajectory is not modified.
     """
+    turns = traj.turns
+    rejected = [is_rejected_pair(t) for t in turns]
     kept: list[Turn] = []
     skipped = 0
-    pending = 0
-    for turn in traj.turns:
-        if is_rejected_pair(turn):
-            skipped += 1
-            pending += 1
+    i = 0
+    while i < len(turns):
+        if not rejected[i]:
+            kept.append(turns[i])
+            i += 1
             continue
-        if pending:
-            turn = dataclasses.replace(turn, metadata={**turn.metadata, "retries_skipped": pending})
-            pending = 0
-        kept.append(turn)
+        j = i
+        while j < len(turns) and rejected[j]:
+            j += 1
+        retried = j < len(turns) and all(turns[k].action.kind == turns[j].action.kind for k in range(i, j))
+        if mode == "retried_only" and not retried:
+            kept.extend(turns[i:j])
+            i = j
+            continue
+        skipped += j - i
+        if j < len(turns):
+            retry = turns[j]
+            kept.append(dataclasses.replace(retry, metadata={**retry.metadata, "retries_skipped": j - i}))
+            j += 1
+        i = j
     return dataclasses.replace(traj, turns=kept), skipped
 
 

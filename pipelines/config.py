@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from schemas.gui_failure import POOL_FAILURE_MARKERS
+
 POOLS = ("cpt", "sft", "rl")
 """Training pools, in the order pool rules are tried."""
 
@@ -42,21 +44,9 @@ class FilterConfig:
     # Substrings that mark a GUI observation as an environment failure even when the collector did
     # not set status=env_failure (public traces rarely do). Matched case-insensitively, and only on a
     # screen in an error state: at most `gui_failure_max_words` words, or the marker is (most of) the
-    # page title / a heading / a window or dialog name (pipelines.filters.error_state_marker).
+    # page title / a heading / a window or dialog name (schemas.gui_failure.error_state_marker).
     gui_failure_max_words: int = 150
-    gui_failure_markers: list[str] = field(
-        default_factory=lambda: [
-            "captcha",
-            "are you a robot",
-            "err_connection",
-            "err_name_not_resolved",
-            "502 bad gateway",
-            "503 service unavailable",
-            "504 gateway timeout",
-            "state file not found",
-            "no such file: state",
-        ]
-    )
+    gui_failure_markers: list[str] = field(default_factory=lambda: list(POOL_FAILURE_MARKERS))
 
 
 @dataclass(slots=True)

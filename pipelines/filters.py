@@ -1,4 +1,6 @@
-"""Validation and the trajectory / turn filters of paper 3.1.2, as small functions with reason codes.
+"""Validation and the trajectory / turn filters of paper 3.1.2, as small functions with reason codes
+(`schemas.reasons.ReasonCode`; the GUI failure markers are `schemas.gui_failure`, the retry-cycle rule
+`curation_agents.turn_rules.skip_retry_cycles`).
 
 Each trajectory filter returns None (keep) or a reason code (drop); turn filters return the edited
 trajectory and how many turns they removed. The Beam job counts every code, so the dataset card can
@@ -15,23 +17,14 @@ from typing import Any
 
 from pipelines.config import FilterConfig
 from schemas.domains import GUI_DOMAINS, TOOL_DOMAINS
+from schemas.gui_failure import error_state_marker
+from schemas.reasons import ReasonCode
 from schemas.trajectory import (
     ActionKind,
     Trajectory,
     TrajectoryStatus,
     Turn,
 )
-
-# Reason codes (stable strings: dataset cards and tests refer to them).
-INVALID_RECORD = "invalid_record"
-MISSING_ID = "missing_id"
-TOO_FEW_TURNS = "too_few_turns"
-UNDECLARED_TOOL = "undeclared_tool"
-GUI_ENV_FAILURE = "gui_env_failure"
-TOO_FEW_TURNS_AFTER_TURN_FILTERS = "too_few_turns_after_turn_filters"
-EMPTY_ACTION_TURNS = "empty_action_turns"
-RETRY_CYCLE_TURNS = "retry_cycle_turns"
-GUI_NO_CHANGE_TURNS = "gui_no_change_turns"
 
 
 @dataclass(slots=True)
@@ -48,11 +41,15 @@ def validate_record(record: dict[str, Any]) -> tuple[Trajectory | None, str | No
     """Parse one Arrow row into a Trajectory, or say why it cannot be used (quarantine code + detail)."""
     rid = record.get("id") or ""
     if not rid:
-        return None, MISSING_ID, "field 'id' is empty; give every trajectory a stable id (schemas.stable_id)"
+        return (
+            None,
+            ReasonCode.MISSING_ID,
+            "field 'id' is empty; give every trajectory a stable id (schemas.stable_id)",
+        )
     try:
         traj = Trajectory.from_record(record)
     except (ValueError, KeyError, TypeError) as exc:
-        return None, INVALID_RECORD, f"trajectory {rid}: {exc}"
+        return None, ReasonCode.INVALID_RECORD, f"trajectory {rid}: {exc}"
     return traj, None, ""
 
 
@@ -77,71 +74,6 @@ def _tool_name_from_text(text: str) -> str | None:
     if isinstance(obj, dict):
         name = obj.get("name") or obj.get("tool") or (obj.get("function") or {}).get("name")
         return str(name) if name else None
-    return None
-
-
-_TITLE_LINE = re.compile(
-    r"(RootWebArea|WebArea|heading|title|<title>|window|frame|dialog|alert)", re.IGNORECASE
-)
-_QUOTED = re.compile(r"""['"]([^'"]{1,300})['"]""")
-
-
-def _title_names(text: str) -> list[str]:
-    """The names on title-like lines of a screen: page title, headings, window titles, dialogs."""
-    names: list[str] = []
-    for line in text.splitlines()[:400]:
-        if _TITLE_LINE.search(line):
-            quoted = _QUOTED.findall(line)
-            names.extend(quoted or [line.strip()])
-    return names
-
-
-def _screen_names(text: str) -> list[str]:
-    """Every accessible name (quoted) of a screen, and what each line says outside its quotes (roles
-    and bare text)."""
-    names: list[str] = []
-    for line in text.splitlines()[:400]:
-        names.extend(_QUOTED.findall(line))
-        names.append(_QUOTED.sub(" ", line).strip())
-    return names
-
-
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _marker_is_the_name(marker: str, name: str, share: float) -> bool:
-    """The marker makes up at least `share` of the name's words ("HTTP Error 503 Service Unavailable"
-    for "503 service unavailable", not "What does 503 Service Unavailable mean?")."""
-    if marker not in name:
-        return False
-    return len(_WORD.findall(marker)) >= share * max(1, len(_WORD.findall(name)))
-
-
-def error_state_marker(text: str, markers: list[str], max_words: int) -> str | None:
-    """The failure marker that puts this screen in an error state, or None.
-
-    A marker counts when the screen *is* an error page, not when a page mentions it: the marker is
-    most (>= 60% of the words) of the page title / a heading / a window or dialog name, or, on a short
-    screen (at most `max_words` words: a CAPTCHA wall, a 503 page, a missing-state message), a short
-    statement (at most five words, not a question) such as "Please complete the captcha". A reCAPTCHA
-    notice in a footer, or an article or a question about HTTP 503, is neither.
-    """
-    lowered = text.lower()
-    found = [m for m in (mk.lower() for mk in markers) if m in lowered]
-    if not found:
-        return None
-    for name in _title_names(lowered):
-        for marker in found:
-            if _marker_is_the_name(marker, name, 0.6):
-                return marker
-    if len(lowered.split()) <= max_words:
-        for name in _screen_names(lowered):
-            stripped = name.strip()
-            if stripped.endswith("?") or len(_WORD.findall(stripped)) > 5:
-                continue
-            for marker in found:
-                if marker in stripped:
-                    return marker
     return None
 
 
@@ -199,72 +131,44 @@ def drop_gui_no_change_turns(traj: Trajectory) -> tuple[Trajectory, int]:
     return traj, removed
 
 
-def skip_followed_retry_cycles(traj: Trajectory) -> tuple[Trajectory, int]:
-    """Skip rejected (garbage -> error) pairs only when a retry follows them.
-
-    A run of rejected pairs is a retry cycle when the next turn is a valid action of the same kind:
-    the agent tried again. Rejected pairs with no retry after them (the trajectory ends, or the
-    agent moved on to something else) are real history and stay. Skipping uses the cleaner's own
-    definition of a rejected pair (`curation_agents.turn_rules.is_rejected_pair`), and the kept
-    retry records how many attempts preceded it, as the cleaner does.
-    """
-    import dataclasses
-
-    from curation_agents.turn_rules import is_rejected_pair
-
-    rejected = [is_rejected_pair(t) for t in traj.turns]
-    skip = [False] * len(traj.turns)
-    i = 0
-    while i < len(traj.turns):
-        if not rejected[i]:
-            i += 1
-            continue
-        j = i
-        while j < len(traj.turns) and rejected[j]:
-            j += 1
-        if j < len(traj.turns) and all(
-            traj.turns[k].action.kind == traj.turns[j].action.kind for k in range(i, j)
-        ):
-            for k in range(i, j):
-                skip[k] = True
-            retry = traj.turns[j]
-            traj.turns[j] = dataclasses.replace(retry, metadata={**retry.metadata, "retries_skipped": j - i})
-        i = j
-    removed = sum(skip)
-    if removed:
-        traj.turns = [t for t, s in zip(traj.turns, skip, strict=True) if not s]
-    return traj, removed
-
-
 def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
     """All paper filters in the paper's order; turn filters run before the final turn-count check."""
     if len(traj.turns) < cfg.min_turns:
-        return FilterOutcome(None, TOO_FEW_TURNS, f"{len(traj.turns)} turn(s) < {cfg.min_turns}")
+        return FilterOutcome(None, ReasonCode.TOO_FEW_TURNS, f"{len(traj.turns)} turn(s) < {cfg.min_turns}")
     if cfg.drop_undeclared_tools and traj.domain in TOOL_DOMAINS:
         missing = undeclared_tools(traj)
         if missing:
-            return FilterOutcome(None, UNDECLARED_TOOL, f"calls undeclared tool(s) {', '.join(missing)}")
+            return FilterOutcome(
+                None, ReasonCode.UNDECLARED_TOOL, f"calls undeclared tool(s) {', '.join(missing)}"
+            )
     if cfg.drop_gui_env_failures and traj.domain in GUI_DOMAINS:
         why = gui_env_failure(traj, cfg.gui_failure_markers, cfg.gui_failure_max_words)
         if why:
-            return FilterOutcome(None, GUI_ENV_FAILURE, why)
+            return FilterOutcome(None, ReasonCode.GUI_ENV_FAILURE, why)
     removed: Counter[str] = Counter()
     if cfg.strip_empty_actions:
         # The cleaner's own rule: pools apply the same definition when the cleaner did not run.
         from curation_agents.turn_rules import strip_empty_actions
 
         traj, n = strip_empty_actions(traj)
-        removed[EMPTY_ACTION_TURNS] += n
+        removed[ReasonCode.EMPTY_ACTION_TURNS] += n
     if cfg.skip_retry_cycles:
-        traj, n = skip_followed_retry_cycles(traj)
-        removed[RETRY_CYCLE_TURNS] += n
+        # The paper's retry-cycle rule in its "retried_only" mode: a rejected pair is skipped only when
+        # a retry follows it (the cleaner, which sees raw traces, skips every rejected pair).
+        from curation_agents.turn_rules import skip_retry_cycles
+
+        traj, n = skip_retry_cycles(traj, mode="retried_only")
+        removed[ReasonCode.RETRY_CYCLE_TURNS] += n
     if cfg.drop_gui_no_change and traj.domain in GUI_DOMAINS:
         traj, n = drop_gui_no_change_turns(traj)
-        removed[GUI_NO_CHANGE_TURNS] += n
+        removed[ReasonCode.GUI_NO_CHANGE_TURNS] += n
     removed = +removed
     if len(traj.turns) < cfg.min_turns:
         return FilterOutcome(
-            None, TOO_FEW_TURNS_AFTER_TURN_FILTERS, f"{len(traj.turns)} turn(s) left", removed_turns=removed
+            None,
+            ReasonCode.TOO_FEW_TURNS_AFTER_TURN_FILTERS,
+            f"{len(traj.turns)} turn(s) left",
+            removed_turns=removed,
         )
     if cfg.canonical_actions:
         from pipelines.actions import canonicalise_actions

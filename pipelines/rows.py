@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from schemas.quarantine import POOL_QUARANTINE_FIELDS
+
 POOL_ROW_VERSION = "1.0.0"
 
 MESSAGE_TYPE = pa.struct([pa.field("role", pa.string(), False), pa.field("content", pa.string(), False)])
@@ -97,16 +99,7 @@ ASSIGNMENT_SCHEMA = pa.schema(
     metadata={**_META, b"worldline.table": b"assignments"},
 )
 
-QUARANTINE_SCHEMA = pa.schema(
-    [
-        pa.field("record_id", pa.string(), False),
-        pa.field("input_file", pa.string(), False),
-        pa.field("stage", pa.string(), False),
-        pa.field("reason", pa.string(), False),
-        pa.field("detail", pa.string(), False),
-    ],
-    metadata={**_META, b"worldline.table": b"quarantine"},
-)
+QUARANTINE_SCHEMA = pa.schema(POOL_QUARANTINE_FIELDS, metadata={**_META, b"worldline.table": b"quarantine"})
 
 EVAL_TURNS_SCHEMA = pa.schema(
     [

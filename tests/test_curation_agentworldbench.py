@@ -10,10 +10,11 @@ import pytest
 
 from curation_agents.agentworldbench_import import import_agentworldbench
 from curation_agents.formats import agentworldbench as cleaner_awb
-from curation_agents.model import Reason, StageFailure
+from curation_agents.model import StageFailure
 from schemas import Trajectory, iter_trajectories
 from schemas.agentworldbench import domain_of, parse_system_str, read_samples
 from schemas.domains import domain_spec
+from schemas.reasons import ReasonCode
 from schemas.worldmodel import parse_action_prompt, parse_observation
 from worldline.samples import sample_files
 
@@ -64,14 +65,14 @@ def test_earlier_turn_lines_are_superseded_prefixes(path: Path) -> None:
     for line in _lines(path)[:-1]:
         with pytest.raises(StageFailure) as info:
             cleaner_awb.parse(line)
-        assert info.value.reason is Reason.SUPERSEDED_PREFIX
+        assert info.value.reason is ReasonCode.SUPERSEDED_PREFIX
 
 
 def test_a_malformed_sample_is_a_parse_error_naming_the_field() -> None:
     last = _lines(sample_files()[0])[-1]
     with pytest.raises(StageFailure) as info:
         cleaner_awb.parse({**last, "response": last["response"][:-1]})
-    assert info.value.reason is Reason.PARSE_ERROR and "'response'" in info.value.detail
+    assert info.value.reason is ReasonCode.PARSE_ERROR and "'response'" in info.value.detail
     with pytest.raises(StageFailure) as info:
         cleaner_awb.parse({**last, "task": "spreadsheet"})
-    assert info.value.reason is Reason.PARSE_ERROR and "'task'" in info.value.detail
+    assert info.value.reason is ReasonCode.PARSE_ERROR and "'task'" in info.value.detail

@@ -8,16 +8,8 @@ import json
 import pytest
 
 from pipelines.config import FilterConfig
-from pipelines.filters import (
-    EMPTY_ACTION_TURNS,
-    GUI_ENV_FAILURE,
-    GUI_NO_CHANGE_TURNS,
-    RETRY_CYCLE_TURNS,
-    TOO_FEW_TURNS,
-    UNDECLARED_TOOL,
-    FilterOutcome,
-    apply_filters,
-)
+from pipelines.filters import FilterOutcome, apply_filters
+from schemas.reasons import ReasonCode
 from schemas.trajectory import (
     Action,
     ActionKind,
@@ -56,7 +48,10 @@ def call(name: str, path: str = "/f") -> Action:
 
 
 def test_too_few_turns_fires_below_the_minimum_only() -> None:
-    assert run(terminal("t1", "g", SourceKind.INFRA, 1, turns=CFG.min_turns - 1)).drop_reason == TOO_FEW_TURNS
+    assert (
+        run(terminal("t1", "g", SourceKind.INFRA, 1, turns=CFG.min_turns - 1)).drop_reason
+        == ReasonCode.TOO_FEW_TURNS
+    )
     assert_untouched(terminal("t2", "g", SourceKind.INFRA, 1, turns=CFG.min_turns))
 
 
@@ -65,7 +60,7 @@ def test_too_few_turns_fires_below_the_minimum_only() -> None:
 
 def test_undeclared_tool_fires_on_a_call_outside_the_action_space() -> None:
     outcome = run(mcp("m1", "g", SourceKind.INHOUSE, 1, tool="delete_everything"))
-    assert outcome.drop_reason == UNDECLARED_TOOL and "delete_everything" in outcome.detail
+    assert outcome.drop_reason == ReasonCode.UNDECLARED_TOOL and "delete_everything" in outcome.detail
 
 
 def test_declared_tools_in_every_call_form_are_kept() -> None:
@@ -97,11 +92,11 @@ def test_tool_calls_outside_tool_domains_are_not_checked() -> None:
 
 
 def test_gui_env_failure_fires_on_a_captcha_page_and_the_collectors_verdict() -> None:
-    assert run(web("w1", "g", SourceKind.INHOUSE, 1, captcha=True)).drop_reason == GUI_ENV_FAILURE
+    assert run(web("w1", "g", SourceKind.INHOUSE, 1, captcha=True)).drop_reason == ReasonCode.GUI_ENV_FAILURE
     failed = web("w2", "g", SourceKind.INHOUSE, 2)
     failed.status, failed.status_reason = TrajectoryStatus.ENV_FAILURE, "state file missing"
     outcome = run(failed)
-    assert outcome.drop_reason == GUI_ENV_FAILURE and "state file missing" in outcome.detail
+    assert outcome.drop_reason == ReasonCode.GUI_ENV_FAILURE and "state file missing" in outcome.detail
 
 
 def test_gui_failure_markers_outside_gui_observations_do_not_fire() -> None:
@@ -145,7 +140,7 @@ def test_empty_actions_are_stripped_but_silent_commands_are_kept() -> None:
     traj.turns.insert(1, Turn(Action(ActionKind.EMPTY, "let me think"), Observation("")))
     traj.turns.insert(2, Turn(Action(ActionKind.COMMAND, "   "), Observation("")))
     outcome = run(traj)
-    assert outcome.removed_turns == {EMPTY_ACTION_TURNS: 2}
+    assert outcome.removed_turns == {ReasonCode.EMPTY_ACTION_TURNS: 2}
     # Commands that print nothing (cd, mkdir, a keystroke wait with keys) changed the environment.
     quiet = terminal("t6", "g", SourceKind.INFRA, 6)
     quiet.turns.insert(1, Turn(Action(ActionKind.COMMAND, "cd src"), Observation("")))
@@ -167,7 +162,7 @@ def test_rejected_pairs_are_skipped_but_real_errors_are_kept() -> None:
             Observation("malformed JSON in tool call", ObservationFormat.TEXT, is_error=True),
         ),
     )
-    assert run(traj).removed_turns == {RETRY_CYCLE_TURNS: 1}
+    assert run(traj).removed_turns == {ReasonCode.RETRY_CYCLE_TURNS: 1}
     # Well-formed actions the environment answered with an error are the long tail to learn.
     errors = terminal("t7", "g", SourceKind.INFRA, 7)
     errors.turns.insert(
@@ -206,12 +201,12 @@ def test_a_rejection_not_followed_by_a_retry_is_kept() -> None:
 
 def test_no_change_turns_are_dropped_by_flag_or_identical_screen() -> None:
     assert run(web("w5", "g", SourceKind.INHOUSE, 5, no_change=True)).removed_turns == {
-        GUI_NO_CHANGE_TURNS: 1
+        ReasonCode.GUI_NO_CHANGE_TURNS: 1
     }
     traj = web("w6", "g", SourceKind.INHOUSE, 6)
     same = traj.turns[1].observation.text
     traj.turns.insert(2, Turn(Action(ActionKind.GUI, "hover('x')"), Observation(f"  {same}\n")))
-    assert run(traj).removed_turns == {GUI_NO_CHANGE_TURNS: 1}
+    assert run(traj).removed_turns == {ReasonCode.GUI_NO_CHANGE_TURNS: 1}
 
 
 def test_changed_screens_and_the_first_turn_are_kept() -> None:

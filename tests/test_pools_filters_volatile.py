@@ -5,15 +5,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from curation_agents.turn_rules import skip_retry_cycles
 from pipelines.config import PoolsConfig
 from pipelines.filters import (
     drop_gui_no_change_turns,
-    error_state_marker,
-    skip_followed_retry_cycles,
     stable_screen,
 )
 from pipelines.minhash import exact_key
 from pipelines.stages.dedup import trajectory_text
+from schemas.gui_failure import error_state_marker
 from schemas.trajectory import (
     Action,
     ActionKind,
@@ -69,11 +69,11 @@ def garbage() -> Turn:
 
 
 def test_retry_cycles_are_skipped_only_when_a_retry_follows() -> None:
-    traj, n = skip_followed_retry_cycles(_traj([ok(), garbage(), garbage(), ok()]))
+    traj, n = skip_retry_cycles(_traj([ok(), garbage(), garbage(), ok()]), mode="retried_only")
     assert n == 2 and len(traj.turns) == 2 and traj.turns[1].metadata["retries_skipped"] == 2
-    traj, n = skip_followed_retry_cycles(_traj([ok(), ok(), garbage()]))
+    traj, n = skip_retry_cycles(_traj([ok(), ok(), garbage()]), mode="retried_only")
     assert n == 0 and len(traj.turns) == 3  # nothing retried: the rejection is real history
-    traj, n = skip_followed_retry_cycles(_traj([ok(), garbage(), ok(kind=ActionKind.MESSAGE)]))
+    traj, n = skip_retry_cycles(_traj([ok(), garbage(), ok(kind=ActionKind.MESSAGE)]), mode="retried_only")
     assert n == 0 and len(traj.turns) == 3  # the agent moved on to something else
 
 

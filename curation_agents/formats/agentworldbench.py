@@ -11,8 +11,9 @@ from typing import Any
 
 from curation_agents.formats import Format
 from curation_agents.formats.common import turn
-from curation_agents.model import ParsedRecord, Reason, StageFailure
+from curation_agents.model import ParsedRecord, StageFailure
 from schemas.agentworldbench import AgentWorldBenchSample, SampleFieldError, domain_of, sample_to_trajectory
+from schemas.reasons import ReasonCode
 
 KEYS = frozenset({"system_str", "prompt", "response", "turn_idx"})
 
@@ -26,11 +27,11 @@ def parse(obj: dict[str, Any]) -> ParsedRecord:
         sample = AgentWorldBenchSample.from_json(obj)
         domain = domain_of(sample)
     except SampleFieldError as exc:
-        raise StageFailure(Reason.PARSE_ERROR, f"field {exc.field!r} ({exc.reason}): {exc}") from exc
+        raise StageFailure(ReasonCode.PARSE_ERROR, f"field {exc.field!r} ({exc.reason}): {exc}") from exc
     if sample.turn_idx < sample.total_turns:
         # Every earlier turn's sample is a prefix of the last one, which carries the whole trajectory.
         raise StageFailure(
-            Reason.SUPERSEDED_PREFIX,
+            ReasonCode.SUPERSEDED_PREFIX,
             f"turn {sample.turn_idx} of {sample.total_turns}: the turn-{sample.total_turns} sample holds it",
         )
     traj = sample_to_trajectory(sample, domain=domain)

@@ -9,7 +9,8 @@ import zlib
 from datetime import datetime
 from typing import Any
 
-from curation_agents.model import RawTurn, Reason, StageFailure
+from curation_agents.model import RawTurn, StageFailure
+from schemas.reasons import ReasonCode
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -147,7 +148,7 @@ def turn(
 def require(condition: bool, detail: str) -> None:
     """Fail the record with parse_error when a format invariant does not hold."""
     if not condition:
-        raise StageFailure(Reason.PARSE_ERROR, detail)
+        raise StageFailure(ReasonCode.PARSE_ERROR, detail)
 
 
 def as_int(value: Any) -> int | None:
@@ -229,7 +230,7 @@ class ExpansionGuard:
             self.produced += len(data)
             if self.produced > self.allowed:
                 self._error = StageFailure(
-                    Reason.TOO_LARGE,
+                    ReasonCode.TOO_LARGE,
                     f"{self.name}: gzip expands beyond {self.allowed} bytes (a compression bomb?); "
                     "raise --max-record-mb if it is a real log",
                 )
@@ -306,7 +307,7 @@ def read_limited(path: str, limit: int) -> bytes:
         data: bytes = fh.read(limit + 1)
     if len(data) > limit:
         raise StageFailure(
-            Reason.TOO_LARGE, f"record exceeds {limit} bytes; raise --max-record-mb to read it"
+            ReasonCode.TOO_LARGE, f"record exceeds {limit} bytes; raise --max-record-mb to read it"
         )
     return data
 
@@ -316,17 +317,17 @@ def decode_json(data: bytes | str, where: str) -> Any:
     try:
         return json.loads(data)
     except RecursionError as exc:
-        raise StageFailure(Reason.TOO_DEEP, f"{where}: JSON nested too deeply") from exc
+        raise StageFailure(ReasonCode.TOO_DEEP, f"{where}: JSON nested too deeply") from exc
     except UnicodeDecodeError as exc:
         raise StageFailure(
-            Reason.BAD_ENCODING, f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})"
+            ReasonCode.BAD_ENCODING, f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})"
         ) from exc
     except json.JSONDecodeError as exc:
         raise StageFailure(
-            Reason.PARSE_ERROR, f"{where}: invalid JSON ({exc.msg} at char {exc.pos})"
+            ReasonCode.PARSE_ERROR, f"{where}: invalid JSON ({exc.msg} at char {exc.pos})"
         ) from exc
     except ValueError as exc:
-        raise StageFailure(Reason.PARSE_ERROR, f"{where}: invalid JSON ({exc})") from exc
+        raise StageFailure(ReasonCode.PARSE_ERROR, f"{where}: invalid JSON ({exc})") from exc
 
 
 def as_dict(value: Any) -> dict[str, Any]:

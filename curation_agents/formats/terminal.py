@@ -16,7 +16,8 @@ import orjson
 
 from curation_agents.formats import Format
 from curation_agents.formats.common import as_dict, open_binary
-from curation_agents.model import Limits, ParsedRecord, Reason, StageFailure
+from curation_agents.model import Limits, ParsedRecord, StageFailure
+from schemas.reasons import ReasonCode
 
 _EVENT_CODES = frozenset({"o", "i", "r", "m", "x"})
 _TIME_TYPES = frozenset({int, float})
@@ -103,9 +104,9 @@ def parse_asciicast(path: str, limits: Limits) -> ParsedRecord:
         try:
             header = json.loads(header_line)
         except (ValueError, RecursionError) as exc:
-            raise StageFailure(Reason.PARSE_ERROR, f"asciicast header is not JSON: {exc}") from exc
+            raise StageFailure(ReasonCode.PARSE_ERROR, f"asciicast header is not JSON: {exc}") from exc
         if not isinstance(header, dict) or header.get("version") not in (2, 3):
-            raise StageFailure(Reason.PARSE_ERROR, "asciicast header lacks version 2 or 3")
+            raise StageFailure(ReasonCode.PARSE_ERROR, "asciicast header lacks version 2 or 3")
         version = header["version"]
         term = as_dict(header.get("term"))
         width = _dim(header.get("width", term.get("cols")), 80)
@@ -222,7 +223,7 @@ def _add_lines(
     for line in iter(functools.partial(fh.readline, max_bytes + 1), b""):
         total += len(line)
         if total > max_bytes:
-            raise StageFailure(Reason.TOO_LARGE, f"recording exceeds {max_bytes} bytes")
+            raise StageFailure(ReasonCode.TOO_LARGE, f"recording exceeds {max_bytes} bytes")
         # The common line, `[time, code, text]` between JSON whitespace, as loads_event_line decodes
         # it; anything else below.
         try:
@@ -243,7 +244,7 @@ def _add_lines(
                 )
                 add([clock if exact else round(clock, 6), event[1], event[2]])
             if len(events) > max_events:
-                raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
+                raise StageFailure(ReasonCode.TOO_LARGE, f"recording has more than {max_events} events")
             continue
         stripped = line.strip()
         if not stripped or stripped[:1] == b"#":
@@ -265,7 +266,7 @@ def _add_lines(
         clock = clock + event[0] if version == 3 else float(event[0])
         add([round(clock, 6), event[1], event[2]])
         if len(events) > max_events:
-            raise StageFailure(Reason.TOO_LARGE, f"recording has more than {max_events} events")
+            raise StageFailure(ReasonCode.TOO_LARGE, f"recording has more than {max_events} events")
     return clock, total
 
 
@@ -352,7 +353,7 @@ def _script_body(data: bytes, what: str) -> tuple[re.Match[bytes], bytes]:
     first_nl = data.find(b"\n")
     header = _SCRIPT_HEADER.match(data[: first_nl if first_nl >= 0 else len(data)].rstrip(b"\r"))
     if header is None:
-        raise StageFailure(Reason.PARSE_ERROR, f"{what} does not start with 'Script started on'")
+        raise StageFailure(ReasonCode.PARSE_ERROR, f"{what} does not start with 'Script started on'")
     body_start = first_nl + 1 if first_nl >= 0 else len(data)
     footer = _SCRIPT_FOOTER.search(data, body_start)
     return header, data[body_start : footer.start() if footer else len(data)]
@@ -362,7 +363,7 @@ def _read_log(path: str, limits: Limits, what: str) -> bytes:
     with open_binary(path, limits.max_gzip_expansion, limits.max_record_bytes) as fh:
         data: bytes = fh.read(limits.max_record_bytes + 1)
     if len(data) > limits.max_record_bytes:
-        raise StageFailure(Reason.TOO_LARGE, f"{what} exceeds {limits.max_record_bytes} bytes")
+        raise StageFailure(ReasonCode.TOO_LARGE, f"{what} exceeds {limits.max_record_bytes} bytes")
     return data
 
 
@@ -409,7 +410,7 @@ def _separate_input_log(path: str, timing_path: str, limits: Limits) -> bytes | 
     candidate = os.path.join(os.path.dirname(path), name)
     if not os.path.isfile(candidate):
         raise StageFailure(
-            Reason.PARSE_ERROR,
+            ReasonCode.PARSE_ERROR,
             f"timing log {os.path.basename(timing_path)} names input log {name}, not found",
         )
     return _script_body(_read_log(candidate, limits, "input log"), "input log")[1]
@@ -464,7 +465,7 @@ def _timed_events(body: bytes, keys: bytes | None, timing_path: str, limits: Lim
             if chunk:
                 events.append([round(clock, 6), code, _decode(chunk)])
             if len(events) > limits.max_events:
-                raise StageFailure(Reason.TOO_LARGE, f"typescript has more than {limits.max_events} events")
+                raise StageFailure(ReasonCode.TOO_LARGE, f"typescript has more than {limits.max_events} events")
     if offset < len(body):
         events.append([round(clock, 6), "o", _decode(body[offset:])])
     return events

@@ -25,6 +25,7 @@ from pipelines.stages.assign import record_group
 from pipelines.stages.decontaminate import training_grams
 from pipelines.stages.dedup import content_hash
 from pipelines.stages.spill import ASSIGNMENTS, REMOVED, read_ipc, removed_row, spill_runs
+from schemas.reasons import ReasonCode
 from schemas.trajectory import Trajectory
 
 STAGE = Stage(
@@ -96,12 +97,13 @@ class RoutePools(beam.DoFn):
     ) -> tuple[str | None, str, str, Lineage | None]:
         """(pool or None, stage, reason/detail, lineage) of one record, in the documented order."""
         if (rid, content) in losers:
-            return None, "dedup", "duplicate_id", None
+            return None, "dedup", ReasonCode.DUPLICATE_ID.value, None
         if rid in contaminated:
             return None, "decontamination", f"overlaps evaluation sample {contaminated[rid]}", None
         rep, same_exact = clusters.get(rid, (rid, True))
         if rep != rid:
-            return None, "dedup", ("exact_duplicate" if same_exact else "near_duplicate") + f" of {rep}", None
+            code = ReasonCode.EXACT_DUPLICATE if same_exact else ReasonCode.NEAR_DUPLICATE
+            return None, "dedup", f"{code} of {rep}", None
         return group_pool[group], "", "", Lineage(source_id=group, source_kind=kind, dedup_cluster=rep)
 
     def _records(self, element: Any) -> tuple[str, Iterator[tuple[Any, str, list[int]]]]:
@@ -156,11 +158,11 @@ class RoutePools(beam.DoFn):
                 inside = self.eval_pool_overlap(item)
                 if inside:
                     pool, stage, lineage = None, "decontamination", None
-                    reason = f"eval_pool_overlap: contains eval-pool text {inside}"
+                    reason = f"{ReasonCode.EVAL_POOL_OVERLAP}: contains eval-pool text {inside}"
             if pool is None or lineage is None:
-                code = reason.split(" ")[0] if stage == "dedup" else "eval_overlap"
-                if reason.startswith("eval_pool_overlap"):
-                    code = "eval_pool_overlap"
+                code = reason.split(" ")[0] if stage == "dedup" else ReasonCode.EVAL_OVERLAP.value
+                if reason.startswith(ReasonCode.EVAL_POOL_OVERLAP):
+                    code = ReasonCode.EVAL_POOL_OVERLAP.value
                 stats[f"dropped.{code}"] += 1
                 out.setdefault((REMOVED, 0), []).append(removed_row(rid, "", stage, code, reason))
                 continue
@@ -189,7 +191,7 @@ class RoutePools(beam.DoFn):
                             rid,
                             "",
                             "pool_rules",
-                            "sft_over_cap",
+                            ReasonCode.SFT_OVER_CAP.value,
                             f"no turn fits sft.max_tokens {self.cfg.sft.max_tokens} with a non-empty target "
                             "(turns with a blank observation are never targets)",
                         )
@@ -204,7 +206,7 @@ class RoutePools(beam.DoFn):
                             rid,
                             "",
                             "pool_rules",
-                            "rl_prompt_over_cap",
+                            ReasonCode.RL_PROMPT_OVER_CAP.value,
                             f"RL prompt has {tokens} tokens > rl.max_prompt_tokens {self.cfg.rl.max_prompt_tokens}",
                         )
                     )
