@@ -7,7 +7,6 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.config import ALL_POOLS, ConfigError, PoolsConfig
-from schemas.shards import ShardError
 
 pools_app = typer.Typer(
     help="Build, verify and summarise disjoint CPT / SFT / RL pools from trajectory shards (Apache Beam).",
@@ -46,16 +45,8 @@ def build(
     ),
 ) -> None:
     from pipelines import fs
-    from pipelines.build import resolve_inputs, run_build
-    from pipelines.finalize import finalize
-    from pipelines.publish import (
-        PublishError,
-        check_target,
-        discard,
-        incremental_plan,
-        publish,
-        staging_folder,
-    )
+    from pipelines.job import BuildInputsError, plan_build, run_planned_build
+    from pipelines.publish import PublishError
 
     beam_args = beam_options(ctx, "build")
     for hint, given in (
@@ -76,55 +67,35 @@ def build(
             cfg.validate()
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--group-by" if group_by else "--config") from exc
-    out = fs.absolute(out)
-    in_paths = [fs.absolute(p) for p in inputs]
-    know = [fs.absolute(p) for p in knowledge]
-    ev = [fs.absolute(p) for p in evals]
     try:
-        check_target(out, overwrite=overwrite, incremental=incremental)
-        if incremental:
-            plan = incremental_plan(out, cfg.fingerprint(), in_paths, know, ev)
-            console.print(
-                f"incremental build: {len(plan.new_inputs)} new input(s) added to {len(plan.inputs)}"
-            )
-            in_paths, know, ev = plan.inputs, plan.knowledge, plan.evals
-    except PublishError as exc:
+        plan = plan_build(
+            cfg, inputs, out, knowledge=knowledge, evals=evals, overwrite=overwrite, incremental=incremental
+        )
+    except (PublishError, BuildInputsError) as exc:  # unreadable inputs: name the file, no traceback
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
-    try:
-        resolved = resolve_inputs(in_paths, know, ev, cfg)
-    except (ShardError, ValueError, OSError) as exc:  # unreadable inputs: name the file, no traceback
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    if plan.new_inputs is not None:
+        console.print(f"incremental build: {len(plan.new_inputs)} new input(s) added to {len(plan.inputs)}")
+    resolved = plan.resolved
     console.print(
         f"building pools from {len(resolved.trajectory_files)} part(s), {resolved.total_rows} "
         f"trajectories, {len(resolved.knowledge_files)} corpus file(s), "
         f"{len(resolved.eval_turns)} evaluation turn(s)"
     )
-    staging = staging_folder(out)
-    try:
-        run_build(resolved, staging, cfg, beam_args, progress=_print_progress)
-        manifest = finalize(staging, cfg, in_paths, know, ev)
-    except BaseException:
-        discard(staging)
-        raise
-    if not manifest["counts"]["reconciles"]:
-        discard(staging)
-        _print_summary(manifest)
+    result = run_planned_build(plan, beam_args, progress=_print_progress)
+    _print_summary(result.manifest)
+    if not result.published:
         console.print("[red]counts do not reconcile: nothing published; see the stats above[/red]")
         raise typer.Exit(2)
-    publish(staging, out)
-    _print_summary(manifest)
-    defaulted = manifest["stats"].get("groups_defaulted", 0)
-    if defaulted:
+    if result.groups_defaulted:
         console.print(
-            f"[yellow]warning:[/yellow] {defaulted} trajectories carry no source group (Source.group); "
-            f"they were grouped by {cfg.assignment.group_by}, so each such group lands in one pool. "
-            "Choose with --group-by source|task|record."
+            f"[yellow]warning:[/yellow] {result.groups_defaulted} trajectories carry no source group "
+            f"(Source.group); they were grouped by {cfg.assignment.group_by}, so each such group lands "
+            "in one pool. Choose with --group-by source|task|record."
         )
     console.print(
-        f"pools and dataset cards: {out}/{{cpt,sft,rl,eval}}/ (README.md, card.json); "
-        f"manifest: {fs.join(out, 'manifest.json')}"
+        f"pools and dataset cards: {plan.out}/{{cpt,sft,rl,eval}}/ (README.md, card.json); "
+        f"manifest: {fs.join(plan.out, 'manifest.json')}"
     )
 
 
@@ -163,19 +134,16 @@ def verify(
         False, "--beam", help="Run the checks as a Beam job (the local runner unless options follow `--`)."
     ),
 ) -> None:
-    from pipelines import fs
-    from pipelines.verify import verify_pools
+    from pipelines.job import ManifestMissing, verify_built_pools
 
     beam_args = beam_options(ctx, "verify")
-
-    manifest_path = fs.join(out, "manifest.json")
-    if not fs.is_file(manifest_path):
-        console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
-        raise typer.Exit(1)
-    cfg = PoolsConfig.from_dict(fs.read_json(manifest_path)["config"])
-    violations = verify_pools(
-        out, cfg, recount_tokens=recount_tokens, beam_args=beam_args if beam or beam_args else None
-    )
+    try:
+        violations = verify_built_pools(
+            out, recount_tokens=recount_tokens, beam_args=beam_args if beam or beam_args else None
+        )
+    except ManifestMissing as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
     if not violations:
         console.print(
             "[green]verified[/green]: pools are disjoint (ids, source groups, exact and near "
@@ -194,13 +162,14 @@ def verify(
 
 @pools_app.command("summary", help="Print per-pool counts, domains and tokens from OUT/manifest.json.")
 def summary(out: str = typer.Argument(..., help="The folder `pools build` wrote.")) -> None:
-    from pipelines import fs
+    from pipelines.job import ManifestMissing, built_manifest
 
-    manifest_path = fs.join(out, "manifest.json")
-    if not fs.is_file(manifest_path):
-        console.print(f"[red]{manifest_path} is missing: run `worldline pools build --out {out}` first[/red]")
-        raise typer.Exit(1)
-    _print_summary(fs.read_json(manifest_path))
+    try:
+        manifest = built_manifest(out)
+    except ManifestMissing as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    _print_summary(manifest)
 
 
 def _print_summary(manifest: dict) -> None:  # type: ignore[type-arg]

@@ -1,0 +1,161 @@
+"""`pools build` and `pools verify` as library calls; the CLI only parses arguments and prints.
+
+A build is two steps so a caller can show what it is about to do before the long part runs:
+`plan_build` checks the target folder, merges an incremental build's earlier inputs and resolves every
+input (nothing is written); `run_planned_build` runs the Beam job into a staging folder beside OUT,
+finalizes it (manifests, cards, exports) and publishes it as OUT only when its counts reconcile. A
+staging folder that fails or does not reconcile is discarded, so OUT is always a complete build or
+untouched. `build_pools` is both steps in one call. The Beam job's modules are imported by the calls
+that run it, so `pools summary` and `pools verify` start without them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelines import fs
+from pipelines.config import PoolsConfig
+
+if TYPE_CHECKING:
+    from pipelines.build import ProgressFn
+    from pipelines.stages.read import BuildInputs
+    from pipelines.verify import Violation
+
+MANIFEST = "manifest.json"
+
+
+class BuildInputsError(ValueError):
+    """An input of the build cannot be read; the message names the file (no traceback needed)."""
+
+
+class ManifestMissing(FileNotFoundError):
+    """OUT holds no manifest.json: nothing was built (or published) there."""
+
+    def __init__(self, out: str) -> None:
+        self.path = fs.join(out, MANIFEST)
+        super().__init__(f"{self.path} is missing: run `worldline pools build --out {out}` first")
+
+
+@dataclass(slots=True)
+class BuildPlan:
+    """What a build will read and where it publishes: absolute paths, the resolved inputs."""
+
+    config: PoolsConfig
+    out: str
+    inputs: list[str]
+    knowledge: list[str]
+    evals: list[str]
+    resolved: BuildInputs
+    new_inputs: list[str] | None = None
+    """The inputs an incremental build adds to the earlier ones (None for a full build)."""
+
+
+@dataclass(slots=True)
+class BuildResult:
+    """A finished build: its manifest, and whether it was published as OUT (only when counts reconcile)."""
+
+    out: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+    published: bool = False
+
+    @property
+    def groups_defaulted(self) -> int:
+        """Trajectories without a source group, grouped by the configured default instead."""
+        return int(self.manifest["stats"].get("groups_defaulted", 0))
+
+
+def plan_build(
+    config: PoolsConfig,
+    inputs: list[str],
+    out: str,
+    *,
+    knowledge: list[str] | None = None,
+    evals: list[str] | None = None,
+    overwrite: bool = False,
+    incremental: bool = False,
+) -> BuildPlan:
+    """Check OUT, merge an incremental build's earlier inputs and resolve every input; writes nothing.
+
+    Raises `PublishError` when OUT may not be written (exists without --overwrite, or an earlier input
+    of an incremental build changed) and `BuildInputsError` when an input cannot be read.
+    """
+    from pipelines.build import resolve_inputs
+    from pipelines.publish import check_target, incremental_plan
+    from schemas.shards import ShardError
+
+    out = fs.absolute(out)
+    in_paths = [fs.absolute(p) for p in inputs]
+    know = [fs.absolute(p) for p in knowledge or []]
+    ev = [fs.absolute(p) for p in evals or []]
+    check_target(out, overwrite=overwrite, incremental=incremental)
+    new_inputs = None
+    if incremental:
+        plan = incremental_plan(out, config.fingerprint(), in_paths, know, ev)
+        in_paths, know, ev, new_inputs = plan.inputs, plan.knowledge, plan.evals, plan.new_inputs
+    try:
+        resolved = resolve_inputs(in_paths, know, ev, config)
+    except (ShardError, ValueError, OSError) as exc:
+        raise BuildInputsError(str(exc)) from exc
+    return BuildPlan(config, out, in_paths, know, ev, resolved, new_inputs)
+
+
+def run_planned_build(
+    plan: BuildPlan, beam_args: list[str] | None = None, *, progress: ProgressFn | None = None
+) -> BuildResult:
+    """Run the Beam job into staging, finalize it and publish it as OUT when its counts reconcile."""
+    from pipelines.build import run_build
+    from pipelines.finalize import finalize
+    from pipelines.publish import discard, publish, staging_folder
+
+    staging = staging_folder(plan.out)
+    try:
+        run_build(plan.resolved, staging, plan.config, list(beam_args or []), progress=progress)
+        manifest = finalize(staging, plan.config, plan.inputs, plan.knowledge, plan.evals)
+    except BaseException:
+        discard(staging)
+        raise
+    if not manifest["counts"]["reconciles"]:
+        discard(staging)
+        return BuildResult(plan.out, manifest, published=False)
+    publish(staging, plan.out)
+    return BuildResult(plan.out, manifest, published=True)
+
+
+def build_pools(
+    config: PoolsConfig,
+    inputs: list[str],
+    out: str,
+    *,
+    knowledge: list[str] | None = None,
+    evals: list[str] | None = None,
+    beam_args: list[str] | None = None,
+    overwrite: bool = False,
+    incremental: bool = False,
+    progress: ProgressFn | None = None,
+) -> BuildResult:
+    """Build CPT / SFT / RL pools from trajectory shards into OUT: `plan_build`, then `run_planned_build`."""
+    plan = plan_build(
+        config, inputs, out, knowledge=knowledge, evals=evals, overwrite=overwrite, incremental=incremental
+    )
+    return run_planned_build(plan, beam_args, progress=progress)
+
+
+def built_manifest(out: str) -> dict[str, Any]:
+    """OUT's manifest.json; `ManifestMissing` if OUT holds no build."""
+    manifest_path = fs.join(out, MANIFEST)
+    if not fs.is_file(manifest_path):
+        raise ManifestMissing(out)
+    manifest: dict[str, Any] = fs.read_json(manifest_path)
+    return manifest
+
+
+def verify_built_pools(
+    out: str, *, recount_tokens: bool = True, beam_args: list[str] | None = None
+) -> list[Violation]:
+    """Recheck a published build against the configuration its manifest records (`pipelines.verify`);
+    in this process, or as a Beam job when `beam_args` is given. Returns the violations found."""
+    from pipelines.verify import verify_pools
+
+    config = PoolsConfig.from_dict(built_manifest(out)["config"])
+    return verify_pools(out, config, recount_tokens=recount_tokens, beam_args=beam_args)
