@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
 from schemas.agentworldbench.sample import AgentWorldBenchSample, SampleError, SampleFieldError
+from schemas.atomic import publish_file, temp_path
 
 
 def iter_sample_lines(path: str | Path) -> Iterator[tuple[int, AgentWorldBenchSample | SampleError]]:
@@ -66,12 +65,12 @@ def read_samples(path: str | Path) -> Iterator[AgentWorldBenchSample]:
 
 
 class AtomicTextFile:
-    """A text file that appears at its path only when closed without error (temp + rename)."""
+    """A JSONL file written line by line that appears at its path only on `commit` (`schemas.atomic`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        self.tmp = temp_path(path)
         self.fh: IO[str] = open(self.tmp, "w", encoding="utf-8", newline="\n")
         self.lines = 0
 
@@ -81,10 +80,8 @@ class AtomicTextFile:
         self.lines += 1
 
     def commit(self) -> None:
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
         self.fh.close()
-        os.replace(self.tmp, self.path)
+        publish_file(self.tmp, self.path)
 
     def abort(self) -> None:
         self.fh.close()
