@@ -43,15 +43,18 @@ from schemas import (
 
 
 class EchoEnvironment(Environment):
-    """Engine-free: its tools are only known after reset (named by the task's configuration)."""
+    """Engine-free: its tools are only known after reset (named by the task's configuration object,
+    the one keyed by its domain)."""
 
     domain = Domain.SEARCH
 
     @classmethod
     def validate_task(cls, task: Task, where: str = "task") -> None:
         super().validate_task(task, where)
-        if not isinstance(task.domain_config("search").get("tools", []), list):
-            raise TaskError(f"{where} (id {task.id}): field search.tools must be a list of tool names")
+        if not isinstance(task.domain_config(cls.domain.value).get("tools", []), list):
+            raise TaskError(
+                f"{where} (id {task.id}): field {cls.domain.value}.tools must be a list of tool names"
+            )
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
@@ -59,7 +62,7 @@ class EchoEnvironment(Environment):
 
     def reset(self, task: Task) -> ResetResult:
         self.task = task
-        config = task.domain_config("search")
+        config = task.domain_config(self.domain.value)
         if config.get("fail"):
             raise OSError(f"backend {config['fail']!r} is not reachable")
         space = ActionSpace(
