@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from schemas.domains import domain_spec
 from schemas.trajectory import ActionSpace, Domain, ToolSpec
 
 # --------------------------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ def fence_language(action: str, domain: Domain) -> str:
     try:
         json.loads(action)
     except ValueError:
-        return "python" if domain is Domain.OS else "text"
+        return domain_spec(domain).action_language
     return "json"
 
 
