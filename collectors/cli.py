@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -60,8 +61,20 @@ def collect_command(
         help="K/N: collect only shard K (0-based) of N, a hash partition of the task ids, into "
         "OUT/shard-K-of-N; `worldline collect-merge OUT` then makes OUT one dataset.",
     ),
+    mcp_allow_url: list[str] = typer.Option(
+        [],
+        "--mcp-allow-url",
+        help="mcp: an origin (e.g. http://127.0.0.1:8931) a task's mcp.url may reach although it is on "
+        "the loopback or a private network; repeatable, added to WORLDLINE_MCP_ALLOWED_URLS.",
+    ),
 ) -> None:
     """Run tasks in sandboxes with a policy and write trajectories (resumable, atomic shards)."""
+    if mcp_allow_url:
+        from collectors.mcp_client import ALLOWED_URLS_ENV  # the mcp SDK loads only when asked
+
+        os.environ[ALLOWED_URLS_ENV] = " ".join(
+            [os.environ.get(ALLOWED_URLS_ENV, ""), *mcp_allow_url]
+        ).strip()
     try:
         shard_spec = parse_shard(shard) if shard else None
     except CollectError as exc:

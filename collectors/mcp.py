@@ -16,7 +16,9 @@ worldline/mcp sandbox, and its state is seeded and snapshotted inside that sandb
 collectors/mcp_seed.py, so no host process writes, reads or runs task content; a task's own stdio
 server runs in a sandbox too unless the task says `"sandbox": false`, the explicit choice to run that
 command on the collector's machine. Only `time` and `everything` (which take no task content but a
-checked time-zone name) and `url` servers run without a sandbox by default.
+checked time-zone name) and `url` servers run without a sandbox by default. A `url` is reached from
+this machine, so it must be http(s) at public addresses unless the operator allowed its origin
+(`URLPolicy` in collectors/mcp_client.py, checked at validation, at connect and on every connection).
 """
 
 from __future__ import annotations
@@ -55,8 +57,11 @@ from collectors.environment import (
 )
 from collectors.mcp_client import (
     DEFAULT_START_TIMEOUT_S,
+    URL_FIX,
     MCPConnection,
     MCPServerError,
+    URLPolicy,
+    URLRefused,
     exc_text,
     render_error,
     render_tool_result,
@@ -246,6 +251,8 @@ class MCPEnvironment(Environment):
             value = cfg.get(key, 1)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise TaskError(f"{at}: field 'mcp.{key}' must be a positive number of seconds")
+        if "url" in cfg:
+            _check_url(cfg["url"], at)
 
     @classmethod
     def sandboxed(cls, task: Task) -> bool:
@@ -558,6 +565,20 @@ class MCPEnvironment(Environment):
         if self.workspace is not None:
             shutil.rmtree(self.workspace, ignore_errors=True)
             self.workspace = None
+
+
+def _check_url(url: str, at: str) -> None:
+    """`mcp.url` is reachable under the operator's URL policy: an http(s) server at public addresses,
+    or an origin the operator allowed. A host name that does not resolve now passes; connecting checks
+    it again (and every address it resolves to then)."""
+    try:
+        policy = URLPolicy.from_env()
+    except ValueError as exc:
+        raise TaskError(f"{at}: field 'mcp.url' cannot be checked: {exc}") from exc
+    try:
+        policy.check_url(url, resolve_failure_ok=True)
+    except URLRefused as exc:
+        raise TaskError(f"{at}: field 'mcp.url' is refused: {exc}; {URL_FIX}") from exc
 
 
 def _check_seed(cfg: dict[str, Any], at: str) -> None:

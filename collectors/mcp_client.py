@@ -15,15 +15,23 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import ipaddress
 import json
-from collections.abc import Awaitable, Callable
+import os
+import socket
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TextIO
 
+import httpcore2
+import httpx2
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from collectors.mcp_servers import Launch
 from collectors.sandbox import SandboxError
@@ -33,6 +41,178 @@ DEFAULT_START_TIMEOUT_S = 30.0
 
 class MCPServerError(SandboxError):
     """The MCP server could not start, or died: the episode's environment failed (an env_failure)."""
+
+
+# -- where an HTTP server may be reached ------------------------------------------------------------
+
+ALLOWED_URLS_ENV = "WORLDLINE_MCP_ALLOWED_URLS"
+URL_FIX = (
+    f"an operator who trusts that server names its origin in {ALLOWED_URLS_ENV} "
+    "(comma-separated, e.g. http://127.0.0.1:8931) or with `worldline collect --mcp-allow-url ORIGIN`"
+)
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class URLRefused(MCPServerError):
+    """An `mcp.url` (or where it resolves, or redirects) that this machine does not connect to;
+    `unresolved` when the reason is that its host name has no address now."""
+
+    def __init__(self, message: str, unresolved: bool = False) -> None:
+        super().__init__(message)
+        self.unresolved = unresolved
+
+
+def forbidden_address(address: str) -> str | None:
+    """Why connecting to the IP `address` could reach this machine or its private networks (None when
+    it is a public unicast address): loopback, private, link-local (cloud metadata at 169.254.169.254),
+    multicast, unspecified, reserved or otherwise not globally routable; an IPv4-mapped or NAT64-style
+    IPv6 address is judged by the IPv4 address inside it."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    for kind in ("loopback", "unspecified", "link_local", "multicast", "private", "reserved"):
+        if getattr(ip, f"is_{kind}"):
+            return kind.replace("_", "-")
+    if not ip.is_global:
+        return "not globally routable"
+    return None
+
+
+def origin_of(url: str) -> tuple[str, str, int]:
+    """(scheme, lower-case host without brackets, port) of an http(s) URL; ValueError otherwise."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise ValueError(f"{url!r} names no host")
+    return scheme, host, parts.port or DEFAULT_PORTS[scheme]
+
+
+@dataclass(frozen=True)
+class URLPolicy:
+    """Where the collector connects for a task's `mcp.url`: only to http(s) servers whose every address
+    is public, unless the operator (never the task) names the server's origin as allowed.
+
+    The check runs at task validation, again when the episode connects, and on every TCP connection
+    the HTTP client opens (`guarded_http_client`): each resolves the host, refuses it when any address
+    is forbidden, and connects to the address it checked, so a name that changes its answer between
+    the checks (DNS rebinding) or a redirect within the origin to another port never reaches what the
+    checks refused."""
+
+    allowed: frozenset[tuple[str, str, int]] = frozenset()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> URLPolicy:
+        """The origins named in WORLDLINE_MCP_ALLOWED_URLS (comma- or space-separated)."""
+        text = (os.environ if environ is None else environ).get(ALLOWED_URLS_ENV, "")
+        allowed = set()
+        for item in text.replace(",", " ").split():
+            try:
+                allowed.add(origin_of(item))
+            except ValueError as exc:
+                raise ValueError(
+                    f"{ALLOWED_URLS_ENV}: {exc}; give origins such as http://127.0.0.1:8931"
+                ) from exc
+        return cls(frozenset(allowed))
+
+    def allows(self, host: str, port: int) -> bool:
+        """Whether the operator named an origin on this host and port."""
+        host = host.lower().strip("[]")
+        return any(h == host and p == port for _, h, p in self.allowed)
+
+    def check_url(self, url: str, *, resolve_failure_ok: bool = False) -> None:
+        """Raise URLRefused unless `url` may be reached. With `resolve_failure_ok`, a host name that
+        does not resolve now passes (task validation: connecting will check it again)."""
+        try:
+            scheme, host, port = origin_of(url)
+        except ValueError as exc:
+            raise URLRefused(str(exc)) from exc
+        if (scheme, host, port) in self.allowed:
+            return
+        try:
+            resolve_checked(host, port, URLPolicy())  # not an allowed origin: every address must be public
+        except URLRefused as exc:
+            if resolve_failure_ok and exc.unresolved:
+                return
+            raise
+
+
+def resolve_checked(host: str, port: int, policy: URLPolicy) -> list[str]:
+    """The addresses of `host` (an IP literal is its own), each one checked; URLRefused naming the
+    first forbidden address, or saying the name does not resolve."""
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise URLRefused(f"the host {host!r} does not resolve ({exc})", unresolved=True) from exc
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if policy.allows(host, port):
+        return addresses
+    for address in addresses:
+        why = forbidden_address(address)
+        if why is not None:
+            shown = host if host == address else f"{host} (which resolves to {address})"
+            raise URLRefused(f"{shown} is not a public address ({why}), and a task may not reach it")
+    if not addresses:
+        raise URLRefused(f"the host {host!r} has no address", unresolved=True)
+    return addresses
+
+
+class GuardedBackend(httpcore2.AsyncNetworkBackend):
+    """httpcore's network backend that resolves each host itself, checks every address against the
+    policy and connects to a checked address (TLS still verifies the URL's host name)."""
+
+    def __init__(self, policy: URLPolicy) -> None:
+        self.policy = policy
+        self.inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        addresses = await loop.run_in_executor(None, resolve_checked, host, port, self.policy)
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                return await self.inner.connect_tcp(address, port, timeout, local_address, socket_options)
+            except (OSError, httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
+                error = exc
+        raise httpcore2.ConnectError(f"cannot connect to {host}:{port}: {error}")
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore2.AsyncNetworkStream:
+        raise URLRefused(f"a unix socket ({path}) is not an MCP server URL")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+def guarded_http_client(policy: URLPolicy, headers: dict[str, str] | None = None) -> httpx2.AsyncClient:
+    """The SDK's HTTP client (its timeouts, no redirects of its own), without proxies from the
+    environment, whose every connection goes through `GuardedBackend`."""
+    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+    pool = getattr(transport, "_pool", None)
+    if not isinstance(pool, httpcore2.AsyncConnectionPool):
+        raise MCPServerError("httpx2's transport changed shape: its connection pool cannot be guarded")
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=httpx2.create_ssl_context(trust_env=False), network_backend=GuardedBackend(policy)
+    )
+    kwargs: dict[str, Any] = {
+        "timeout": httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        "transport": transport,
+        "trust_env": False,
+    }
+    if headers:
+        kwargs["headers"] = headers
+    return httpx2.AsyncClient(**kwargs)
 
 
 # -- observations ----------------------------------------------------------------------------------
@@ -116,11 +296,14 @@ class MCPConnection:
         headers: dict[str, str] | None = None,
         errlog: TextIO | None = None,
         call_timeout_s: float = 30.0,
+        url_policy: URLPolicy | None = None,
     ) -> None:
         if (launch is None) == (url is None):
             raise ValueError("an MCP connection needs exactly one of a launch (stdio) or a url (HTTP)")
         self.launch, self.url, self.headers = launch, url, headers or {}
         self.errlog = errlog
+        # Where a url server may be: checked when the session opens and on every connection it makes.
+        self.url_policy = url_policy or (URLPolicy.from_env() if url is not None else URLPolicy())
         self.call_timeout_s = call_timeout_s
         self.loop = asyncio.new_event_loop()
         self.session: ClientSession | None = None
@@ -169,13 +352,9 @@ class MCPConnection:
                 )
             else:
                 assert self.url is not None
-                http_client = None
-                if self.headers:
-                    from mcp.shared._httpx_utils import create_mcp_http_client
-
-                    http_client = await stack.enter_async_context(
-                        create_mcp_http_client(headers=self.headers)
-                    )
+                policy = self.url_policy
+                await asyncio.get_running_loop().run_in_executor(None, policy.check_url, self.url)
+                http_client = await stack.enter_async_context(guarded_http_client(policy, self.headers))
                 streams = await stack.enter_async_context(
                     streamable_http_client(self.url, http_client=http_client)
                 )

@@ -28,7 +28,7 @@ from collectors import engine
 from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
 from collectors.mcp import ArgumentCheck, MCPEnvironment, MCPServerError, render_tool_result
-from collectors.mcp_client import MCPConnection, write_json
+from collectors.mcp_client import ALLOWED_URLS_ENV, MCPConnection, write_json
 from collectors.mcp_seed import SeedRefused, write_file
 from collectors.mcp_servers import BUNDLED, Launch
 from collectors.runner import CollectConfig, CollectError, collect
@@ -237,7 +237,7 @@ def test_the_seeder_writes_inside_the_served_folder_or_refuses(
 # -- a custom stdio server: every kind of result and failure ---------------------------------------
 
 
-def test_where_servers_run() -> None:
+def test_where_servers_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Seeded servers always in a sandbox; a task's own command in one unless it opts out; time and
     everything (no task content) on this machine unless asked; url servers are only reached."""
 
@@ -252,6 +252,7 @@ def test_where_servers_run() -> None:
     assert not where({"server": "everything"})
     assert where({"command": "my-server"}) and where({"command": "my-server", "sandbox": True})
     assert not where({"command": "my-server", "sandbox": False})
+    monkeypatch.setenv(ALLOWED_URLS_ENV, "http://127.0.0.1:1")  # the operator opts in to a loopback server
     assert not where({"url": "http://127.0.0.1:1/mcp"})
 
 
@@ -475,7 +476,8 @@ def http_server() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def test_streamable_http_server(http_server: str) -> None:
+def test_streamable_http_server(http_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ALLOWED_URLS_ENV, http_server)  # as an operator would: the test server is on loopback
     task = Task(id="http", instruction="x", config={"mcp": {"url": http_server}})
     MCPEnvironment.validate_task(task)
     assert not MCPEnvironment.needs_engine(task)
