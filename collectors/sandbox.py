@@ -13,6 +13,15 @@ no-new-privileges and dropped capabilities. Docker Engine has no per-container u
 task runs as `agent` with the same profile, and a root task is refused unless the daemon remaps users
 (`userns-remap`), because its uid 0 would be the host's. Every live sandbox is tracked so that a crash, SIGTERM or Ctrl-C still removes
 it; containers left by a process that died with SIGKILL are reaped by the next run (`reap_orphans`).
+
+A container is named before the engine creates it, so whatever happens to the create (the engine
+refuses it, the start fails, the client gives up waiting while the engine goes on and finishes it
+later) it is removed by that name. A name whose removal failed is removed again until the engine
+answers; one whose create went unanswered is removed again for `UNCONFIRMED_GRACE_S` whatever the
+engine answers meanwhile (Podman can finish such a create after answering a removal), in the
+background, at exit and by `reap_orphans` (of this run or, through a note on disk, the next). A
+container left `Created` is never started, so neither its time-to-live nor `auto_remove` would ever end
+it, and on Podman 4.3 it makes every container listing fail until it is removed by name.
 """
 
 from __future__ import annotations
@@ -23,12 +32,13 @@ import os
 import signal
 import socket
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Any
 
@@ -52,6 +62,19 @@ SANDBOX_GID = 1000
 SANDBOX_HOME = "/home/agent"
 SECCOMP_PROFILE = REPO_ROOT / "infra" / "seccomp.json"
 USERNS_SIZE = 65536  # ids of each sandbox's user namespace on Podman (uid 0 .. 65535 inside)
+REMOVE_TIMEOUT_S = 60.0  # each removal's own HTTP timeout, whatever the client's is
+# How long a name whose create's outcome is unknown keeps being removed, and how often: until then
+# neither "removed" nor "no such container" is final, because Podman may still finish that create
+# after either answer (seen on 4.3: a 204 for the half-registered container, then the container).
+UNCONFIRMED_GRACE_S = 120.0
+UNCONFIRMED_RETRY_S = 1.0
+UNCONFIRMED_EXIT_WAIT_S = 5.0  # at exit, how long unconfirmed names are still retried (notes outlive it)
+# A sandbox still there this long after its time-to-live never started (or its auto-removal failed):
+# an orphan, whatever process its label names (that pid may belong to another process by now).
+EXPIRED_GRACE_S = 60.0
+# One empty file per unconfirmed name, so that a later process (`reap_orphans` of the next run) removes
+# by name what this one could not, even when the engine cannot list containers.
+UNCONFIRMED_DIR = Path(tempfile.gettempdir()) / f"worldline-unconfirmed-sandboxes-{os.getuid()}"
 
 
 @dataclass(frozen=True)
@@ -167,6 +190,7 @@ class Sandbox:
         user_env = {"HOME": home, "USER": "root" if as_root else SANDBOX_USER}
         user_env["LOGNAME"] = user_env["USER"]
         _LIVE.begin_create(name)
+        answered = False  # whether the engine answered the create (so "no such container" is final)
         try:
             host_config = client.api.create_host_config(
                 # The main process ends at the time-to-live; auto_remove then deletes the container, so a
@@ -209,17 +233,19 @@ class Sandbox:
                 },
                 host_config=host_config,
             )
+            answered = True
             client.api.start(created["Id"])
             container = client.containers.get(created["Id"])
         except (docker.errors.DockerException, OSError) as exc:
-            # A half-created container must not outlive the failure.
-            _remove_quietly(client, name)
+            # A half-created container must not outlive the failure, even one the engine finishes later.
+            answered = answered or isinstance(exc, docker.errors.APIError)
+            _remove_after_failed_create(client, name, answered)
             _LIVE.end_create(name)
             raise SandboxError(
                 f"sandbox {name} from image {image}: the engine refused to start it: {exc}{_fix_for(exc)}"
             ) from exc
         except BaseException:
-            _remove_quietly(client, name)
+            _remove_after_failed_create(client, name, answered)
             _LIVE.end_create(name)
             raise
         sandbox = cls(
@@ -321,7 +347,8 @@ class Sandbox:
             return
         self.closed = True
         _LIVE.discard(self)
-        _remove_quietly(self.client, self.container.id)
+        if _remove_by_name(self.client, self.name) == "failed":
+            _LIVE.defer(self.client, self.name, unanswered=False)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -383,11 +410,35 @@ def _fix_for(exc: BaseException) -> str:
     return ""
 
 
-def _remove_quietly(client: DockerClient, ref: str) -> None:
+def _remove_by_name(client: DockerClient, ref: str, timeout_s: float = REMOVE_TIMEOUT_S) -> str:
+    """Force-remove container `ref` (a name or id) with its volumes, under a timeout of its own (a
+    client whose own timeout ran out on a stuck engine still gets a real attempt). Returns "removed",
+    "absent" (the engine has no such container) or "failed"; never raises."""
+    api = client.api
     try:
-        client.api.remove_container(ref, force=True, v=True)
+        # docker-py's remove_container takes no timeout; its request helpers take one per call.
+        response = api._delete(
+            api._url("/containers/{0}", ref), params={"v": True, "force": True}, timeout=timeout_s
+        )
     except (docker.errors.DockerException, OSError):
-        pass
+        return "failed"
+    if response.status_code == 404:
+        return "absent"
+    return "removed" if 200 <= response.status_code < 300 else "failed"
+
+
+def _remove_quietly(client: DockerClient, ref: str) -> None:
+    _remove_by_name(client, ref)
+
+
+def _remove_after_failed_create(client: DockerClient, name: str, answered: bool) -> None:
+    """Remove what a failed create may have left. When the engine answered the create, its answer to
+    the removal is final (unless the removal failed); when it did not, the name is removed again for
+    `UNCONFIRMED_GRACE_S`, whatever the engine answers now."""
+    outcome = _remove_by_name(client, name)
+    if answered and outcome != "failed":
+        return
+    _LIVE.defer(client, name, unanswered=not answered)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -402,6 +453,10 @@ class _LiveSandboxes:
         self._lock = threading.Lock()
         self._items: set[Sandbox] = set()
         self._creating: set[str] = set()  # names the engine is creating right now
+        # names to remove again (a create whose outcome is unknown, a removal that failed): name ->
+        # (the client, when "no such container" starts to count as final)
+        self._unconfirmed: dict[str, tuple[DockerClient, float]] = {}
+        self._retrier: threading.Thread | None = None
         self.closing = False  # set by a terminating signal: no new sandboxes
 
     def begin_create(self, name: str) -> None:
@@ -424,6 +479,50 @@ class _LiveSandboxes:
         with self._lock:
             self._items.discard(sandbox)
 
+    def defer(self, client: DockerClient, name: str, *, unanswered: bool = True) -> None:
+        """Remove `name` again later (background, exit, `reap_orphans`): for `UNCONFIRMED_GRACE_S`
+        when its create went unanswered, else until the engine removes it or says it has none."""
+        _note_unconfirmed(name)
+        settled_at = time.monotonic() + (UNCONFIRMED_GRACE_S if unanswered else 0.0)
+        with self._lock:
+            self._unconfirmed[name] = (client, settled_at)
+            if self._retrier is None or not self._retrier.is_alive():
+                self._retrier = threading.Thread(
+                    target=self._retry_until_confirmed, name="worldline-sandbox-removal", daemon=True
+                )
+                self._retrier.start()
+
+    def unconfirmed(self) -> list[str]:
+        with self._lock:
+            return sorted(self._unconfirmed)
+
+    def retry_unconfirmed(self, *, final: bool = False) -> list[str]:
+        """Try to remove every unconfirmed name once; returns those the engine removed now. A name
+        leaves the list when the engine removed it or has no such container, once its grace time is
+        over (at once when `final`: the caller knows no create of it is running)."""
+        with self._lock:
+            items = list(self._unconfirmed.items())
+        removed: list[str] = []
+        now = time.monotonic()
+        for name, (client, settled_at) in items:
+            outcome = _remove_by_name(client, name)
+            if outcome == "removed":
+                removed.append(name)
+            if outcome != "failed" and (final or now >= settled_at):
+                with self._lock:
+                    self._unconfirmed.pop(name, None)
+                _forget_unconfirmed(name)
+        return removed
+
+    def _retry_until_confirmed(self) -> None:
+        while True:
+            time.sleep(UNCONFIRMED_RETRY_S)
+            self.retry_unconfirmed()
+            with self._lock:
+                if not self._unconfirmed:
+                    self._retrier = None
+                    return
+
     def snapshot(self) -> list[Sandbox]:
         with self._lock:
             return list(self._items)
@@ -441,14 +540,23 @@ def live_sandboxes() -> list[Sandbox]:
 
 
 def remove_all_live() -> int:
-    """Remove every sandbox this process still holds; returns how many."""
+    """Remove every sandbox this process still holds, and once more every name whose create or
+    removal was not confirmed; returns how many sandboxes were removed."""
     items = _LIVE.snapshot()
     for sandbox in items:
         sandbox.close()
-    return len(items)
+    return len(items) + len(_LIVE.retry_unconfirmed())
 
 
-atexit.register(remove_all_live)
+def _remove_at_exit() -> None:
+    remove_all_live()
+    deadline = time.monotonic() + UNCONFIRMED_EXIT_WAIT_S
+    while _LIVE.unconfirmed() and time.monotonic() < deadline:
+        time.sleep(0.2)
+        _LIVE.retry_unconfirmed()
+
+
+atexit.register(_remove_at_exit)
 
 
 def shutdown_sandboxes(wait_s: float = 30.0) -> int:
@@ -477,11 +585,22 @@ def install_signal_cleanup() -> None:
 
 
 def orphaned_sandboxes(client: DockerClient) -> list[str]:
-    """Names of sandboxes whose owning process on this host is gone (it died with SIGKILL)."""
+    """Names of sandboxes, in any state (running, `Created` and never started, `Exited`), whose
+    owning process on this host is gone (it died with SIGKILL), and of any sandbox still there well
+    after its time-to-live (it never started, or its auto-removal failed). Raises what the engine's
+    listing raises."""
     host = socket.gethostname()
     orphans: list[str] = []
+    now = time.time()
     for c in client.containers.list(all=True, filters={"label": LABEL}):
         labels = c.labels or {}
+        try:
+            expired = now > float(labels.get(LABEL_EXPIRES, "inf")) + EXPIRED_GRACE_S
+        except ValueError:
+            expired = False
+        if expired:
+            orphans.append(c.name)
+            continue
         if labels.get(LABEL_OWNER_HOST) != host:
             continue
         try:
@@ -495,10 +614,64 @@ def orphaned_sandboxes(client: DockerClient) -> list[str]:
 
 
 def reap_orphans(client: DockerClient) -> list[str]:
-    """Remove sandboxes whose owning process on this host is gone; returns their names."""
-    removed = orphaned_sandboxes(client)
-    for name in removed:
-        _remove_quietly(client, name)
+    """Remove sandboxes whose owning process on this host is gone (or that outlived their time-to-live),
+    and the names this process could not confirm removed; returns the names removed.
+
+    When the engine cannot list containers (a half-created one makes Podman's listing fail), the
+    names this process tracked are removed one by one and the listing is tried once more; if it still
+    fails, only those are reaped."""
+    removed = _LIVE.retry_unconfirmed() + _reap_noted(client)
+    try:
+        orphans = orphaned_sandboxes(client)
+    except (docker.errors.DockerException, OSError):
+        removed += _LIVE.retry_unconfirmed() + _reap_noted(client)
+        try:
+            orphans = orphaned_sandboxes(client)
+        except (docker.errors.DockerException, OSError):
+            orphans = []
+    for name in orphans:
+        if _remove_by_name(client, name) == "removed":
+            removed.append(name)
+    return list(dict.fromkeys(removed))
+
+
+def _note_unconfirmed(name: str) -> None:
+    try:
+        UNCONFIRMED_DIR.mkdir(mode=0o700, exist_ok=True)
+        (UNCONFIRMED_DIR / name).touch()
+    except OSError:
+        pass  # this process still retries it; only a later process would miss it
+
+
+def _forget_unconfirmed(name: str) -> None:
+    try:
+        (UNCONFIRMED_DIR / name).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _reap_noted(client: DockerClient) -> list[str]:
+    """Remove by name the sandboxes that some process of this user noted as unconfirmed and no longer
+    retries itself; a note is dropped once the engine removed the container or has none, and
+    `UNCONFIRMED_GRACE_S` has passed since the note was written."""
+    mine = set(_LIVE.unconfirmed())
+    try:
+        notes = [p for p in UNCONFIRMED_DIR.iterdir() if p.name.startswith("worldline-")]
+    except OSError:
+        return []
+    removed: list[str] = []
+    for note in notes:
+        if note.name in mine:
+            continue
+        outcome = _remove_by_name(client, note.name)
+        if outcome == "removed":
+            removed.append(note.name)
+        try:
+            settled = time.time() - note.stat().st_mtime >= UNCONFIRMED_GRACE_S
+        except OSError:
+            continue
+        if outcome != "failed" and settled:
+            _forget_unconfirmed(note.name)
     return removed
 
 
