@@ -35,7 +35,7 @@ from pipelines.minhash import band_keys, estimated_jaccard, lsh_bands
 from pipelines.runners import release, runner_for, with_dask_partitions
 from pipelines.stages import bulk_gc, tune_gc_for_bulk_work
 from pipelines.stages.spill import ASSIGNMENTS, WORK_DIR
-from pipelines.verify import (
+from pipelines.verify_checks import (
     ContentChecker,
     Entry,
     EvalInputs,
@@ -43,7 +43,6 @@ from pipelines.verify import (
     PoolRows,
     RecordFacts,
     Report,
-    _parts,
     assignment_pairs,
     check_assignments,
     check_part_checksum,
@@ -60,6 +59,7 @@ from pipelines.verify import (
     near_entry,
     not_found_entries,
     part_occurrences,
+    pool_part_files,
 )
 
 
@@ -186,7 +186,7 @@ def build_verify_pipeline(
     result_path: str,
 ) -> None:
     """Add the verify job to `p`; the job writes every violation it finds to `result_path`."""
-    pool_parts = [(pool, f) for pool in ALL_POOLS for f in _parts(out, pool)]
+    pool_parts = [(pool, f) for pool in ALL_POOLS for f in pool_part_files(out, pool)]
     checked = (
         p
         | "PoolParts" >> beam.Create(pool_parts, reshuffle=True)
@@ -196,7 +196,7 @@ def build_verify_pipeline(
     facts = _split(checked, "facts", "PartFacts")
     assigned = (
         p
-        | "AssignmentParts" >> beam.Create(_parts(out, ASSIGNMENTS))
+        | "AssignmentParts" >> beam.Create(pool_part_files(out, ASSIGNMENTS))
         | "Assignments" >> beam.FlatMap(assignment_pairs)
     )
     merged = (
@@ -217,7 +217,7 @@ def build_verify_pipeline(
         items += [(len(items) + i, "", f) for i, f in enumerate(knowledge_parts(manifest))]
         pool_grams = (
             p
-            | "EvalPoolParts" >> beam.Create(_parts(out, EVAL_POOL))
+            | "EvalPoolParts" >> beam.Create(pool_part_files(out, EVAL_POOL))
             | "EvalPoolGrams" >> beam.FlatMap(eval_part_grams, cfg)
         )
         occurrences = (

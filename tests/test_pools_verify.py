@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from pipelines.build import resolve_inputs, run_build
 from pipelines.config import PoolsConfig
 from pipelines.finalize import finalize, pool_summary
-from pipelines.verify import spread_violation, verify_pools
+from pipelines.verify import verify_pools
+from pipelines.verify_checks import spread_violation
 from schemas.shards import sha256_file, write_trajectories
 from tests.pools_data import build_fixture
 from worldline.cli import app
