@@ -286,7 +286,7 @@ class ShellEnvironment(Environment):
 
     screen_cols = 160
     screen_rows = 40
-    render_cols: int | None = None  # None: observations wrap at screen_cols, as the terminal showed them
+    observation_cols: int | None = None  # None: observations wrap at screen_cols, as the terminal showed them
 
     def __init__(self, options: EnvironmentOptions) -> None:
         super().__init__(options)
@@ -306,7 +306,7 @@ class ShellEnvironment(Environment):
             rows=self.screen_rows,
             recorder=self.recorder,
             workdir=workdir,
-            render_cols=self.render_cols,
+            observation_cols=self.observation_cols,
         )
         return self.shell.start()
 

@@ -46,7 +46,7 @@ def remove_unpublished(folder: Path) -> int:
 _ALT_SCREEN = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
 
 
-def render_line_output(data: bytes) -> str:
+def line_output_text(data: bytes) -> str:
     """What a terminal shows for line-oriented output: \\r overwrites, \\b moves back, erase-line
     truncates, colours and other control sequences vanish. Lines are logical (never wrapped), so a file
     printed by `cat` comes back exactly as it is on disk."""
@@ -115,7 +115,7 @@ def _apply_escape(text: str, i: int, line: list[str], col: int) -> tuple[int, in
     return i + 2, col
 
 
-def render_terminal(data: bytes, cols: int, *, prefix: str = "") -> str:
+def screen_text(data: bytes, cols: int, *, prefix: str = "") -> str:
     """What a terminal `cols` wide shows after `data`, as text: one emulator (pyte) applies cursor
     movement (relative and absolute), erases, overwrites and wrapping at the terminal's width. `prefix`
     is what the cursor's row already showed (the prompt) so the first line wraps where it did on

@@ -47,13 +47,13 @@ from typing import Any
 
 import docker.errors
 
-from collectors.recording import AsciicastWriter, TerminalScreen, render_terminal
+from collectors.recording import AsciicastWriter, TerminalScreen, screen_text
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError
 from collectors.shell_state import PromptState, ShellProbe
 
 _log = logging.getLogger(__name__)
 
-# OSC 697 is unassigned; terminals (and our renderer) ignore unknown OSC sequences.
+# OSC 697 is unassigned; terminals (and our screen emulation) ignore unknown OSC sequences.
 _OSC = b"\x1b]697;"
 PS1 = r"\u@\h:\w\$ "
 # How long a command step waits for the prompt after the Ctrl-C that follows a timeout.
@@ -186,7 +186,7 @@ def keys_to_bytes(keystrokes: str) -> bytes:
 
 @dataclass
 class ShellOutput:
-    """What one action produced on the terminal, rendered, plus the facts around it."""
+    """What one action produced on the terminal, as screen text, plus the facts around it."""
 
     text: str
     exit_code: int | None
@@ -269,13 +269,13 @@ class PersistentShell:
         rows: int = 40,
         recorder: AsciicastWriter | None = None,
         workdir: str = WORK_DIR,
-        render_cols: int | None = None,
+        observation_cols: int | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.cols, self.rows = cols, rows
-        # The width observations are rendered at: the terminal's (lines wrap as the user saw them), or
+        # The width observations wrap at: the terminal's (lines wrap as the user saw them), or
         # wider for tool output that is read as text (SWE's Bash) rather than looked at.
-        self.render_cols = render_cols or cols
+        self.observation_cols = observation_cols or cols
         self.recorder = recorder
         self.screen = TerminalScreen(cols, rows)
         self.workdir = workdir
@@ -347,7 +347,7 @@ class PersistentShell:
         if self.probe is None:
             _log.warning("sandbox %s: step boundaries are %s", self.sandbox.name, self.unconfirmed)
         head, _, _ = capture.parts()
-        first = render_terminal(head, self.cols).split("\n")[-1]
+        first = screen_text(head, self.cols).split("\n")[-1]
         self.screen = TerminalScreen(self.cols, self.rows)
         self.screen.feed(first.encode())
         if self.recorder is not None:
@@ -457,7 +457,7 @@ class PersistentShell:
         if self.ended is not None:
             notes.append(f"[worldline: {self.ended}]")
         head, omitted, tail = capture.parts()
-        text = self._render(head, omitted, tail, prefix)
+        text = self._observation_text(head, omitted, tail, prefix)
         if notes:
             text = text + ("\n" if text and not text.endswith("\n") else "") + "\n".join(notes)
             if self.recorder is not None:
@@ -484,13 +484,13 @@ class PersistentShell:
             shell_ended=self.ended,
         )
 
-    def _render(self, head: bytes, omitted: int, tail: bytes, prefix: str) -> str:
+    def _observation_text(self, head: bytes, omitted: int, tail: bytes, prefix: str) -> str:
         if self.screen.alternate:
             return self.screen.display()
-        head_text = render_terminal(head, self.render_cols, prefix=prefix)
+        head_text = screen_text(head, self.observation_cols, prefix=prefix)
         if not omitted and not tail:
             return head_text
-        tail_text = render_terminal(tail, self.render_cols)
+        tail_text = screen_text(tail, self.observation_cols)
         marker = f"[worldline: output truncated: {omitted} bytes omitted]" if omitted else ""
         return "\n".join(p for p in (head_text, marker, tail_text) if p)
 

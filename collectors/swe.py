@@ -184,7 +184,7 @@ class SWEEnvironment(ShellEnvironment):
 
     domain = Domain.SWE
     default_image = DEBIAN_IMAGE
-    render_cols = 4096  # Bash output is tool output: long lines stay whole
+    observation_cols = 4096  # Bash output is tool output: long lines stay whole
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

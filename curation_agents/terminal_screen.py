@@ -55,7 +55,7 @@ def _ints(params: str, default: int) -> list[int]:
 
 
 class TerminalScreen:
-    """An incremental renderer: feed output text, read back finished lines and the line being edited.
+    """An incremental screen emulator: feed output text, read back finished lines and the line being edited.
 
     `take_finished()` returns (and forgets) the lines above the cursor row; `current_line` is the row
     under the cursor, e.g. a shell prompt with the command being typed.
@@ -344,8 +344,8 @@ class TerminalScreen:
         return m.end()
 
 
-def render_text(data: str, width: int = 200, height: int = 50) -> str:
-    """Render a finished chunk of terminal output to plain text (all lines, escapes applied)."""
+def screen_text(data: str, width: int = 200, height: int = 50) -> str:
+    """A finished chunk of terminal output as the screen shows it, in plain text (all lines, escapes applied)."""
     screen = TerminalScreen(width, height)
     screen.feed(data)
     return "\n".join(screen.take_all())
@@ -364,10 +364,10 @@ def _has_control(text: str) -> bool:
 
 
 def clean_tool_output(text: str) -> str:
-    """Normalise tool-log text: CRLF to LF, and terminal escapes rendered only when present."""
+    """Normalise tool-log text: CRLF to LF, and terminal escapes applied only when present."""
     if not _has_control(text):
         return text
     without_crlf = text.replace("\r\n", "\n")
     if _HAS_CONTROL.search(without_crlf) is None:
         return without_crlf
-    return render_text(text, width=1000)
+    return screen_text(text, width=1000)

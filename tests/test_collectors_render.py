@@ -12,25 +12,22 @@ from hypothesis import strategies as st
 
 from collectors import engine
 from collectors.environment import EnvironmentOptions, Task
-from collectors.recording import render_terminal
+from collectors.recording import screen_text
 from collectors.sandbox import SandboxLimits
 from collectors.terminal import TerminalEnvironment
 from schemas import Action, ActionKind
 
 
 def test_cursor_movement_and_absolute_columns() -> None:
-    assert render_terminal(b"one\r\ntwo\r\n\x1b[1Aeins\r\n", 20) == "one\neins\n"
-    assert render_terminal(b"\x1b[5Gcol\r\n", 20) == "    col\n"
-    assert render_terminal(b"12345\x08\x08\x1b[K!", 20) == "123!"
-    assert render_terminal(b"\x1b[31mred\x1b[0m ok\r\n", 20) == "red ok\n"
-    assert render_terminal(b"50%\r100%\r\n", 20) == "100%\n"
+    assert screen_text(b"one\r\ntwo\r\n\x1b[1Aeins\r\n", 20) == "one\neins\n"
+    assert screen_text(b"\x1b[5Gcol\r\n", 20) == "    col\n"
+    assert screen_text(b"12345\x08\x08\x1b[K!", 20) == "123!"
+    assert screen_text(b"\x1b[31mred\x1b[0m ok\r\n", 20) == "red ok\n"
+    assert screen_text(b"50%\r100%\r\n", 20) == "100%\n"
 
 
 def test_wrapping_at_the_width_and_prompt_prefix() -> None:
-    assert (
-        render_terminal(b"x" * 45 + b"\r\n$ ", 20, prefix="$ ")
-        == "x" * 18 + "\n" + "x" * 20 + "\nxxxxxxx\n$ "
-    )
+    assert screen_text(b"x" * 45 + b"\r\n$ ", 20, prefix="$ ") == "x" * 18 + "\n" + "x" * 20 + "\nxxxxxxx\n$ "
 
 
 @given(st.lists(st.text(alphabet="abcdefgh XYZ", min_size=0, max_size=50), max_size=30), st.integers(10, 80))
@@ -40,7 +37,7 @@ def test_plain_lines_come_back_wrapped_at_the_width(lines: list[str], cols: int)
     for line in lines:
         chunks = [line[i : i + cols] for i in range(0, len(line), cols)] or [""]
         expected += [c.rstrip() for c in chunks]
-    assert render_terminal(data, cols) == "\n".join([*expected, ""])
+    assert screen_text(data, cols) == "\n".join([*expected, ""])
 
 
 @pytest.mark.engine

@@ -11,7 +11,7 @@ from docker import DockerClient
 
 from collectors import engine
 from collectors.environment import EnvironmentOptions, Task
-from collectors.recording import render_line_output
+from collectors.recording import line_output_text
 from collectors.sandbox import SandboxLimits
 from collectors.terminal import TerminalEnvironment
 from schemas import Action, ActionKind
@@ -141,7 +141,7 @@ def test_initial_state_lists_packages_files_and_env(engine_client: DockerClient)
 
 
 def test_render_line_output_applies_terminal_semantics() -> None:
-    assert render_line_output(b"abc\rX\n") == "Xbc\n"
-    assert render_line_output(b"\x1b[31mred\x1b[0m ok\r\n") == "red ok\n"
-    assert render_line_output(b"12345\x08\x08\x1b[K!") == "123!"
-    assert render_line_output(b"a\x1b]0;title\x07b") == "ab"
+    assert line_output_text(b"abc\rX\n") == "Xbc\n"
+    assert line_output_text(b"\x1b[31mred\x1b[0m ok\r\n") == "red ok\n"
+    assert line_output_text(b"12345\x08\x08\x1b[K!") == "123!"
+    assert line_output_text(b"a\x1b]0;title\x07b") == "ab"

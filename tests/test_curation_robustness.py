@@ -18,7 +18,7 @@ from curation_agents.formats.common import ExpansionGuard
 from curation_agents.model import CleanConfig, Limits
 from curation_agents.reader import discover, iter_lines, iter_records, root_labels
 from curation_agents.runner import CleanRun
-from curation_agents.terminal_screen import render_text
+from curation_agents.terminal_screen import screen_text
 
 
 def _chat_line(i: int) -> str:
@@ -81,7 +81,7 @@ def test_newline_gzip_bomb_stops_at_the_expansion_bound(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_long_single_line_renders_in_linear_time(tmp_path: Path) -> None:
     words = [f"\x1b[3{i % 8}mword{i}\x1b[0m" for i in range(200_000)]
-    rendered = render_text(" ".join(words), width=80)
+    rendered = screen_text(" ".join(words), width=80)
     assert rendered == " ".join(f"word{i}" for i in range(200_000))
     p = "dev@box:~$ "
     events = [

@@ -16,7 +16,7 @@ from curation_agents.reader import iter_records
 from curation_agents.redact import redact
 from curation_agents.runner import CleanRun
 from curation_agents.segment import segment_record, split_episodes
-from curation_agents.terminal_screen import render_text
+from curation_agents.terminal_screen import screen_text
 from curation_agents.turn_rules import skip_retry_cycles, strip_empty_actions
 from schemas import Action, ActionKind, Domain, Observation, Source, Trajectory, Turn, iter_trajectories
 
@@ -51,17 +51,17 @@ def _commands(path: Path) -> list[RawTurn]:
 
 def test_progress_bars_backspaces_and_erases_render_as_seen() -> None:
     assert (
-        render_text("Downloading 10%\rDownloading 55%\rDownloading 100%\r\ndone\r\n")
+        screen_text("Downloading 10%\rDownloading 55%\rDownloading 100%\r\ndone\r\n")
         == "Downloading 100%\ndone"
     )
-    assert render_text("spinner |\b/\b-\b\\\bok\r\n") == "spinner ok"
-    assert render_text("\x1b[31mred\x1b[0m plain\x1b[K\r\n") == "red plain"
-    assert render_text("abcdef\x1b[3D\x1b[KXY\r\n") == "abcXY"
-    assert render_text("old screen\r\n\x1b[H\x1b[2Jnew\r\n") == "new"
+    assert screen_text("spinner |\b/\b-\b\\\bok\r\n") == "spinner ok"
+    assert screen_text("\x1b[31mred\x1b[0m plain\x1b[K\r\n") == "red plain"
+    assert screen_text("abcdef\x1b[3D\x1b[KXY\r\n") == "abcXY"
+    assert screen_text("old screen\r\n\x1b[H\x1b[2Jnew\r\n") == "new"
 
 
 def test_full_screen_programs_leave_their_last_screen() -> None:
-    out = render_text("before\r\n\x1b[?1049h\x1b[H\x1b[2J~ vim buffer\x1b[5;1Hline five\x1b[?1049lafter\r\n")
+    out = screen_text("before\r\n\x1b[?1049h\x1b[H\x1b[2J~ vim buffer\x1b[5;1Hline five\x1b[?1049lafter\r\n")
     assert out.splitlines() == ["before", "~ vim buffer", "line five", "after"]
 
 
