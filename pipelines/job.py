@@ -20,7 +20,7 @@ from pipelines.config import PoolsConfig
 if TYPE_CHECKING:
     from pipelines.build import ProgressFn
     from pipelines.stages.read import BuildInputs
-    from pipelines.verify import Violation
+    from pipelines.verify_checks import Violation
 
 MANIFEST = "manifest.json"
 
