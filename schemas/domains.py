@@ -3,7 +3,7 @@
 Every package reads a domain's facts here (`domain_spec(traj.domain).gui`, `.action_kind`, ...) and
 nothing else lists domains. The seven built-in domains are the `Domain` enum's members; a new domain
 is one `register_domain(DomainSpec(...))` call plus its collector module and its judge prompt
-(`worldline/judge/prompt_texts/<judge_prompt>.md`). Its value then parses as a `Domain` (a member
+(`worldline/judge/prompt_texts/<judge_prompt>.md`, or a text in another package). Its value then parses as a `Domain` (a member
 outside the enum's seven, so `list(Domain)` and the Arrow schema's `enum` metadata stay the built-in
 ones and the on-disk format is unchanged), validation accepts it and every lookup below finds it.
 
@@ -32,7 +32,8 @@ class ActionForm(StrEnum):
 class DomainSignals:
     """What identifies a trace of this domain when its source does not name one (curation's align).
 
-    The checks run in a fixed order over all domains: a tool of `any_tool` was called; only tools of
+    Terminal recordings and sources that name their domain are decided before these signals. The
+    checks then run in a fixed order over all domains: a tool of `any_tool` was called; only tools of
     `only_tools` were called; an action of `action_kind` was taken; tools nothing claims were called
     (`generic_tools`, a guess); an action of `likely_action_kind` was taken (a guess); nothing
     matched (`generic_tools` again, a guess).
