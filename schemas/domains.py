@@ -97,36 +97,25 @@ _SWE_TOOLS = frozenset(
     }
 )  # fmt: skip
 
+# One entry per built-in domain: value, AgentWorldBench label and description, action kind, collector; then
+# what sets the domain apart. Laid out by hand so each domain reads as one block.
+# fmt: off
 BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
     DomainSpec(
-        Domain.MCP.value,
-        "Tool",
-        "the results of tool calls against MCP servers",
-        ActionKind.TOOL_CALL,
-        "collectors.mcp",
-        per_trajectory_tools=True,
-        rule_verifier=True,
-        classifier_hint="JSON tool calls to tool servers",
+        Domain.MCP.value, "Tool", "the results of tool calls against MCP servers",
+        ActionKind.TOOL_CALL, "collectors.mcp",
+        per_trajectory_tools=True, rule_verifier=True, classifier_hint="JSON tool calls to tool servers",
         signals=DomainSignals(generic_tools=True),
     ),
     DomainSpec(
-        Domain.SEARCH.value,
-        "Search",
-        "a web search engine, a page extractor and a key-value memory",
-        ActionKind.TOOL_CALL,
-        "collectors.search",
-        classifier_hint="web_search / page extraction",
-        signals=DomainSignals(only_tools=_SEARCH_TOOLS),
+        Domain.SEARCH.value, "Search", "a web search engine, a page extractor and a key-value memory",
+        ActionKind.TOOL_CALL, "collectors.search",
+        classifier_hint="web_search / page extraction", signals=DomainSignals(only_tools=_SEARCH_TOOLS),
     ),
     DomainSpec(
-        Domain.TERMINAL.value,
-        "Terminal",
-        "a Linux terminal driven by keystrokes, including its prompt",
-        ActionKind.KEYSTROKES,
-        "collectors.terminal",
-        action_form=ActionForm.KEYSTROKE_ARRAY,
-        rule_verifier=True,
-        observation_format=ObservationFormat.TERMINAL,
+        Domain.TERMINAL.value, "Terminal", "a Linux terminal driven by keystrokes, including its prompt",
+        ActionKind.KEYSTROKES, "collectors.terminal",
+        action_form=ActionForm.KEYSTROKE_ARRAY, rule_verifier=True, observation_format=ObservationFormat.TERMINAL,
         action_description=(
             "Command lines typed at a shell prompt (or a REPL started from it); the terminal shows the result."
         ),
@@ -134,48 +123,27 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         signals=DomainSignals(only_tools=_SHELL_TOOLS, likely_action_kind=ActionKind.COMMAND),
     ),
     DomainSpec(
-        Domain.SWE.value,
-        "Software Engineering",
-        "a code repository: file reads, edits and command output",
-        ActionKind.TOOL_CALL,
-        "collectors.swe",
-        per_trajectory_tools=True,
-        action_form=ActionForm.TOOL_CALL,
-        rule_verifier=True,
-        classifier_hint="reading, editing and testing a code repository",
-        signals=DomainSignals(any_tool=_SWE_TOOLS),
+        Domain.SWE.value, "Software Engineering", "a code repository: file reads, edits and command output",
+        ActionKind.TOOL_CALL, "collectors.swe",
+        per_trajectory_tools=True, action_form=ActionForm.TOOL_CALL, rule_verifier=True,
+        classifier_hint="reading, editing and testing a code repository", signals=DomainSignals(any_tool=_SWE_TOOLS),
     ),
     DomainSpec(
-        Domain.ANDROID.value,
-        "Android",
-        "an Android device screen after taps, swipes and typing",
-        ActionKind.GUI,
-        "collectors.android",
-        gui=True,
+        Domain.ANDROID.value, "Android", "an Android device screen after taps, swipes and typing",
+        ActionKind.GUI, "collectors.android", gui=True,
     ),
     DomainSpec(
-        Domain.WEB.value,
-        "Web",
-        "a browser page as its accessibility tree after BrowserGym actions",
-        ActionKind.GUI,
-        "collectors.web",
-        gui=True,
-        observation_format=ObservationFormat.AXTREE,
-        classifier_hint="browser actions on an accessibility tree",
-        signals=DomainSignals(action_kind=ActionKind.GUI),
+        Domain.WEB.value, "Web", "a browser page as its accessibility tree after BrowserGym actions",
+        ActionKind.GUI, "collectors.web", gui=True, observation_format=ObservationFormat.AXTREE,
+        classifier_hint="browser actions on an accessibility tree", signals=DomainSignals(action_kind=ActionKind.GUI),
     ),
     DomainSpec(
-        Domain.OS.value,
-        "Desktop",
-        "a desktop as its accessibility tree after mouse and keyboard actions",
-        ActionKind.CODE,
-        "collectors.os_desktop",
-        gui=True,
-        observation_format=ObservationFormat.AXTREE,
-        action_language="python",
-        classifier_hint="desktop GUI automation",
+        Domain.OS.value, "Desktop", "a desktop as its accessibility tree after mouse and keyboard actions",
+        ActionKind.CODE, "collectors.os_desktop", gui=True, observation_format=ObservationFormat.AXTREE,
+        action_language="python", classifier_hint="desktop GUI automation",
     ),
 )
+# fmt: on
 
 _SPECS: dict[str, DomainSpec] = {spec.value: spec for spec in BUILT_IN_DOMAINS}
 _BUILT_IN_VALUES = frozenset(d.value for d in Domain)
