@@ -45,7 +45,7 @@ def build(
     ),
 ) -> None:
     from pipelines import fs
-    from pipelines.job import BuildInputsError, plan_build, run_planned_build
+    from pipelines.job import BuildInputsError, build_pools, plan_build
     from pipelines.publish import PublishError
 
     beam_args = beam_options(ctx, "build")
@@ -82,7 +82,7 @@ def build(
         f"trajectories, {len(resolved.knowledge_files)} corpus file(s), "
         f"{len(resolved.eval_turns)} evaluation turn(s)"
     )
-    result = run_planned_build(plan, beam_args, progress=_print_progress)
+    result = build_pools(plan, beam_args, progress=_print_progress)
     _print_summary(result.manifest)
     if not result.published:
         console.print("[red]counts do not reconcile: nothing published; see the stats above[/red]")

@@ -1,12 +1,12 @@
 """`pools build` and `pools verify` as library calls; the CLI only parses arguments and prints.
 
-A build is two steps so a caller can show what it is about to do before the long part runs:
-`plan_build` checks the target folder, merges an incremental build's earlier inputs and resolves every
-input (nothing is written); `run_planned_build` runs the Beam job into a staging folder beside OUT,
-finalizes it (manifests, cards, exports) and publishes it as OUT only when its counts reconcile. A
-staging folder that fails or does not reconcile is discarded, so OUT is always a complete build or
-untouched. `build_pools` is both steps in one call. The Beam job's modules are imported by the calls
-that run it, so `pools summary` and `pools verify` start without them.
+A build is two calls so a caller can show what it is about to do before the long part runs:
+`plan_build(config, inputs, out, ...)` checks the target folder, merges an incremental build's earlier
+inputs and resolves every input (nothing is written); `build_pools(plan, beam_args)` runs the Beam job
+into a staging folder beside OUT, finalizes it (manifests, cards, exports) and publishes it as OUT only
+when its counts reconcile. A staging folder that fails or does not reconcile is discarded, so OUT is
+always a complete build or untouched. The Beam job's modules are imported by the calls that run it, so
+`pools summary` and `pools verify` start without them.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def plan_build(
     return BuildPlan(config, out, in_paths, know, ev, resolved, new_inputs)
 
 
-def run_planned_build(
+def build_pools(
     plan: BuildPlan, beam_args: list[str] | None = None, *, progress: ProgressFn | None = None
 ) -> BuildResult:
     """Run the Beam job into staging, finalize it and publish it as OUT when its counts reconcile."""
@@ -120,25 +120,6 @@ def run_planned_build(
         return BuildResult(plan.out, manifest, published=False)
     publish(staging, plan.out)
     return BuildResult(plan.out, manifest, published=True)
-
-
-def build_pools(
-    config: PoolsConfig,
-    inputs: list[str],
-    out: str,
-    *,
-    knowledge: list[str] | None = None,
-    evals: list[str] | None = None,
-    beam_args: list[str] | None = None,
-    overwrite: bool = False,
-    incremental: bool = False,
-    progress: ProgressFn | None = None,
-) -> BuildResult:
-    """Build CPT / SFT / RL pools from trajectory shards into OUT: `plan_build`, then `run_planned_build`."""
-    plan = plan_build(
-        config, inputs, out, knowledge=knowledge, evals=evals, overwrite=overwrite, incremental=incremental
-    )
-    return run_planned_build(plan, beam_args, progress=progress)
 
 
 def built_manifest(out: str) -> dict[str, Any]:
