@@ -85,8 +85,8 @@ def baseline(shards: Path, cfg: PoolsConfig, out: Path) -> tuple[int, float, dic
     from pipelines.render import Lineage, cpt_row, sft_rows
     from pipelines.rows import POOL_SCHEMAS
     from pipelines.stages.assign import choose_pool, record_group
-    from prompt_autoresearch.templates import load_template_set
     from schemas.shards import shard_files
+    from schemas.templates import load_template_set
     from worldline.tokenizer import get_token_counter
 
     templates, counter = load_template_set(), get_token_counter()

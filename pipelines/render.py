@@ -1,9 +1,10 @@
 """Rendering trajectories into CPT, SFT and RL pool rows (the one internal form of each pool).
 
-SFT and RL rows carry the conversation exactly as AgentWorldBench's eval.py sends it: the system
-prompt, one user (action prompt) / assistant (`**Environment Observation:**` + ground truth) pair
-per earlier turn, and the current action prompt as the last user message; the prompts are the
-exporter's own (schemas.agentworldbench), so a model is trained on what it is evaluated on. CPT
+SFT and RL rows carry the conversation exactly as AgentWorldBench's eval.py sends it
+(`schemas.worldmodel.evaluator_messages`): the system prompt, one user (action prompt) / assistant
+(`**Environment Observation:**` + ground truth) pair per earlier turn, and the current action prompt
+as the last user message; the prompts are the exporter's own (schemas.agentworldbench), so a model
+is trained on what it is evaluated on. CPT
 text lays the same turn blocks out as one document. System prompts come from the active template set with the
 trajectory's own tool definitions, demonstrations, initial state and simulation instruction.
 """
@@ -18,41 +19,24 @@ from typing import Any
 from pipelines.config import PoolsConfig
 from pipelines.lossmask import kept_token_range, loss_mask_category
 from pipelines.minhash import stable_hash
-from prompt_autoresearch.templates import TemplateSet
-from schemas.agentworldbench import AgentWorldBenchSample, inference_messages, trajectory_to_samples
+from schemas.agentworldbench import AgentWorldBenchSample, trajectory_to_samples
+from schemas.templates import TemplateSet, system_values
 from schemas.trajectory import Trajectory
-from schemas.worldmodel import render_action_prompt, render_observation
-from worldline.chat_template import THINK_CLOSE, THINK_OPEN, count_chat_tokens, message_tokens
+from schemas.worldmodel import (
+    SCORING_DIMENSIONS,
+    answer_text,
+    evaluator_messages,
+    render_action_prompt,
+    render_observation,
+)
+from worldline.chat_template import count_chat_tokens, message_tokens
 from worldline.rewards.rules import derive_rules, is_deterministic_action, rule_verifier_applies
 from worldline.tokenizer import TokenCounter
-
-OBSERVATION_OPEN = "<predicted_observation>"
-OBSERVATION_CLOSE = "</predicted_observation>"
-
-RUBRIC_DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 
 # Runtime metadata in an observation (times, PIDs, addresses) voids the exact-match rule verifier.
 _RUNTIME_METADATA = re.compile(
     r"\d{1,2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}|0x[0-9a-f]{6,}|\bpid\b|[0-9a-f]{8}-[0-9a-f]{4}-", re.IGNORECASE
 )
-
-
-def system_values(traj: Trajectory) -> dict[str, str | None]:
-    """The template variables filled from one trajectory (its own tools, demos, state, conditions)."""
-    tools = [t.to_json() for t in traj.action_space.tools]
-    tool_text = json.dumps(tools, ensure_ascii=False, indent=2) if tools else None
-    action_space = traj.action_space.description or (
-        "Calls to the tools listed below." if tools else f"The standard {traj.domain.value} actions."
-    )
-    return {
-        "domain": traj.domain.value,
-        "task": traj.task,
-        "action_space": action_space,
-        "tool_definitions": tool_text,
-        "initial_state": traj.initial_state,
-        "demonstrations": traj.demonstrations,
-        "simulation_instruction": traj.simulation_instruction,
-    }
 
 
 def action_block(n: int, traj: Trajectory, index: int) -> str:
@@ -220,8 +204,7 @@ def target_text(observation: str, cfg: PoolsConfig, reasoning: str | None = None
     """The SFT answer in the format the evaluator parses: reasoning, then the prediction block."""
     if cfg.sft.target_format == "raw":
         return observation
-    block = f"{OBSERVATION_OPEN}\n{observation}\n{OBSERVATION_CLOSE}"
-    return f"{THINK_OPEN}\n{reasoning.strip()}\n{THINK_CLOSE}\n\n{block}" if reasoning else block
+    return answer_text(observation, reasoning or None)
 
 
 def eval_samples(traj: Trajectory) -> list[AgentWorldBenchSample]:
@@ -320,9 +303,8 @@ def sft_rows(
                 continue
             target, target_tokens = fitted
             target_truncated = True
-        messages = inference_messages(samples[t - 1], system)
-        head = 1 if system else 0  # the evaluator omits an empty system prompt
-        messages = [*messages[:head], *messages[head + 2 * dropped :]]
+        history = zip(prompts[dropped : t - 1], responses[dropped : t - 1], strict=True)
+        messages = evaluator_messages(system, history, prompts[t - 1])
         messages.append({"role": "assistant", "content": target})
         rows.append(
             {
@@ -358,7 +340,7 @@ def reward_spec(cfg: PoolsConfig, verifier: str) -> dict[str, Any]:
     has_rule = verifier != "none"
     return {
         "rubric": {
-            "dimensions": list(RUBRIC_DIMENSIONS),
+            "dimensions": list(SCORING_DIMENSIONS),
             "scale": [1, 5],
             "score": "mean of the dimensions x 5 (range 5..25); 0 when the judge output cannot be parsed",
             "reference_grounded": True,
@@ -382,7 +364,8 @@ def rl_row(
     t = rl_turn_index(cfg, traj.id, len(traj.turns))
     system = templates.get(cfg.rl.template_version).render(system_values(traj))
     (sample,) = trajectory_to_samples(traj, [t])
-    messages = inference_messages(sample, system)
+    history = zip(sample.prompt[: t - 1], sample.response[: t - 1], strict=True)
+    messages = evaluator_messages(system, history, sample.prompt[t - 1])
     prompt_tokens = count_chat_tokens(counter, messages, add_generation_prompt=True)
     if prompt_tokens > cfg.rl.max_prompt_tokens:
         return None, prompt_tokens

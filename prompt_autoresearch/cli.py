@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, TEMPLATES_ENV, TemplateError, load_template_set
+from schemas.templates import SEED_TEMPLATES_DIR, TEMPLATES_ENV, TemplateError, load_template_set
 
 app = typer.Typer(
     name="autoresearch",

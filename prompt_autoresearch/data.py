@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.render import system_values
-from prompt_autoresearch.templates import Template
 from schemas.agentworldbench import (
     AgentWorldBenchSample,
     read_samples,
@@ -31,6 +29,7 @@ from schemas.agentworldbench import (
 )
 from schemas.domains import registered_domains
 from schemas.shards import iter_trajectories, shard_files
+from schemas.templates import Template, system_values
 from schemas.trajectory import Domain, Trajectory
 from worldline.judge import JudgeSample, from_agentworldbench
 

@@ -57,9 +57,10 @@ from prompt_autoresearch.state import (
     new_state,
 )
 from prompt_autoresearch.styles import StyleDirective, style_for_run
-from prompt_autoresearch.templates import Template, load_template_set
 from schemas.atomic import atomic_write_bytes
-from worldline.judge import DIMENSIONS, Judge, JudgeConfig, JudgeResult
+from schemas.templates import Template, load_template_set
+from schemas.worldmodel import SCORING_DIMENSIONS
+from worldline.judge import Judge, JudgeConfig, JudgeResult
 from worldline.llm import BudgetExceeded, ChatRequest, LLMClient, RequestRejected, Role
 
 CACHE_FILE = "llm-cache.sqlite"
@@ -403,7 +404,7 @@ class Autoresearch:
             "lines": text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0,
             "tokens": self.counter.count(text) if text else 0,
             "score": evaluation.score if evaluation else None,
-            **{d: dims.get(d) for d in DIMENSIONS},
+            **{d: dims.get(d) for d in SCORING_DIMENSIONS},
             "dimensions": dims,
             "valid": evaluation.valid if evaluation else 0,
             "failed": evaluation.failed if evaluation else 0,

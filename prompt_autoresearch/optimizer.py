@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from prompt_autoresearch.styles import StyleDirective
-from prompt_autoresearch.templates import PLACEHOLDERS, REQUIRED_PLACEHOLDERS, TemplateError, check_template
+from schemas.templates import PLACEHOLDERS, REQUIRED_PLACEHOLDERS, TemplateError, check_template
 from schemas.trajectory import Trajectory
-from worldline.judge import DIMENSIONS
+from schemas.worldmodel import PREDICTION_CLOSE, PREDICTION_OPEN, SCORING_DIMENSIONS, SCORING_DIMENSIONS_TEXT
 
 OPTIMIZER_TEMPERATURE = 1.0
 OPTIMIZER_MAX_TOKENS = 32768
@@ -31,7 +31,7 @@ SYSTEM_PROMPT = """You improve system-prompt templates for a world model: a lang
 
 A template is text with mustache variables filled per trajectory. Variables: {variables}. Required (a template without any one of them is rejected): {required}. `{{{{name}}}}` inserts a value; `{{{{#name}}}}...{{{{/name}}}}` keeps its body only when the value is non-empty. Use no other variables.
 
-The world model is evaluated exactly like AgentWorldBench: your rendered template is the system message, earlier turns follow as user (action) / assistant (real observation) messages, and the model must answer with the next observation inside one <predicted_observation></predicted_observation> block. A judge scores each prediction against the real observation on format, factuality, consistency, realism and quality (1-5 each).
+The world model is evaluated exactly like AgentWorldBench: your rendered template is the system message, earlier turns follow as user (action) / assistant (real observation) messages, and the model must answer with the next observation inside one {prediction_open}{prediction_close} block. A judge scores each prediction against the real observation on {dimensions} (1-5 each).
 
 Write general guidance about simulating this domain. Do not copy the example trajectories or their contents into the template: the template must work for unseen tasks. Rules learnt from one example often overgeneralise; prefer rules that the errors show are missing.
 
@@ -83,12 +83,16 @@ def optimizer_messages(
     """The optimizer's conversation for one iteration; every part is deterministic given its inputs, so
     a resumed run sends the identical request (and gets it from the cache)."""
     system = SYSTEM_PROMPT.format(
-        variables=", ".join(PLACEHOLDERS), required=", ".join(REQUIRED_PLACEHOLDERS)
+        variables=", ".join(PLACEHOLDERS),
+        required=", ".join(REQUIRED_PLACEHOLDERS),
+        prediction_open=PREDICTION_OPEN,
+        prediction_close=PREDICTION_CLOSE,
+        dimensions=SCORING_DIMENSIONS_TEXT,
     )
     lines = template.count("\n") + 1
     dims = ", ".join(
         f"{d} {scores['dimensions'][d]:.2f}"
-        for d in DIMENSIONS
+        for d in SCORING_DIMENSIONS
         if scores.get("dimensions", {}).get(d) is not None
     )
     parts = [

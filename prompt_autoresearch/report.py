@@ -13,7 +13,7 @@ import html
 from typing import Any
 
 from prompt_autoresearch.review import leaderboard, progress
-from worldline.judge import DIMENSIONS
+from schemas.worldmodel import SCORING_DIMENSIONS
 
 WIDTH, HEIGHT, PAD = 520, 220, 36
 COLOURS = {"keep": "#1a7f37", "discard": "#8c959f", "crash": "#cf222e"}
@@ -131,13 +131,13 @@ def _run_section(rs: dict[str, Any], iterations: int) -> str:
     if recheck:
         out.append(f"<p><b>Recheck:</b> {_e(recheck.get('reason'))}</p>")
     out.append("<h3>Per-dimension scores (1-5)</h3><table><tr><th>template</th><th>score</th>")
-    out.append("".join(f"<th>{d}</th>" for d in DIMENSIONS) + "<th>lines</th></tr>")
+    out.append("".join(f"<th>{d}</th>" for d in SCORING_DIMENSIONS) + "<th>lines</th></tr>")
     for label, row in (("seed", seed), ("result", result)):
         if row is None:
             continue
         out.append(
             f"<tr><td>{label} {row['candidate_id']}</td><td>{_fmt(row['score'])}</td>"
-            + "".join(f"<td>{_fmt(row.get(d), 2)}</td>" for d in DIMENSIONS)
+            + "".join(f"<td>{_fmt(row.get(d), 2)}</td>" for d in SCORING_DIMENSIONS)
             + f"<td>{row['lines']}</td></tr>"
         )
     out.append("</table><h3>Lineage</h3><table class='lineage'><tr><th>candidate</th><th>parent</th>")

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from prompt_autoresearch.state import STATE_FILE, load_state, save_state
-from prompt_autoresearch.templates import SEED_TEMPLATES_DIR, TemplateError, check_template, load_template_set
 from schemas.atomic import replace_dir
+from schemas.templates import SEED_TEMPLATES_DIR, TemplateError, check_template, load_template_set
 
 VERSIONS = tuple(range(12))
 USED_BY = {0: "rl", 1: "cpt"}

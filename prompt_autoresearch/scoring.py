@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
 from prompt_autoresearch.data import EvalItem
-from prompt_autoresearch.templates import Template
-from worldline.judge import DIMENSIONS, JudgeResult, judge_messages
+from schemas.templates import Template
+from schemas.worldmodel import SCORING_DIMENSIONS
+from worldline.judge import JudgeResult, judge_messages
 from worldline.llm import ChatRequest, ChatResult, LLMClient
 
 
@@ -103,7 +104,8 @@ def summarise(items: Sequence[EvalItem], results: Sequence[JudgeResult], worst_k
     judged = [s for s in scores if s is not None]
     valid = [r for r in results if r.scores is not None]
     dims: dict[str, float | None] = {
-        d: (statistics.fmean(r.scores[d] for r in valid if r.scores) if valid else None) for d in DIMENSIONS
+        d: (statistics.fmean(r.scores[d] for r in valid if r.scores) if valid else None)
+        for d in SCORING_DIMENSIONS
     }
     order = sorted(
         (i for i, s in enumerate(scores) if s is not None), key=lambda i: (cast(float, scores[i]), i)

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from prompt_autoresearch.templates import SEED_TEMPLATES_DIR
 from schemas.atomic import atomic_write_json
+from schemas.templates import SEED_TEMPLATES_DIR
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1

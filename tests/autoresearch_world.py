@@ -34,8 +34,8 @@ from schemas.trajectory import (
     Trajectory,
     Turn,
 )
+from schemas.worldmodel import SCORING_DIMENSIONS as DIMENSIONS
 from tests.fakellm import FakeReply, last_user_message
-from worldline.judge.parsing import DIMENSIONS
 
 OPTIMIZER, WORLD_MODEL, JUDGE = "opt-model", "wm-model", "judge-model"
 DEFAULT_LEVEL = 4

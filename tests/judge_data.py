@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from schemas.agentworldbench import AgentWorldBenchSample
+from schemas.worldmodel import SCORING_DIMENSIONS as DIMENSIONS
 from tests.fakellm import FakeReply, last_user_message
-from worldline.judge.parsing import DIMENSIONS
 
 SYSTEM = "# Task Description\nInspect files.\n\n# Action Space\nbash"
 

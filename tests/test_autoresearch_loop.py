@@ -16,10 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner, Result
 
-from pipelines.render import system_values
 from prompt_autoresearch.cli import app
 from prompt_autoresearch.ledger import LEDGER_SCHEMA
-from prompt_autoresearch.templates import REQUIRED_PLACEHOLDERS, load_template_set
+from schemas.templates import REQUIRED_PLACEHOLDERS, load_template_set, system_values
 from tests.autoresearch_world import FakeWorld, env_for, terminal_trajectories, write_data
 from tests.fakellm import FakeLLMServer
 

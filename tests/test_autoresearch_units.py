@@ -14,7 +14,7 @@ from prompt_autoresearch.data import EvalData, EvalItem, split_of, world_model_m
 from prompt_autoresearch.optimizer import parse_proposal
 from prompt_autoresearch.scoring import Evaluation, noise_floor
 from prompt_autoresearch.styles import STYLES, style_for_run
-from prompt_autoresearch.templates import REQUIRED_PLACEHOLDERS, SEED_TEMPLATES_DIR, load_template_set
+from schemas.templates import REQUIRED_PLACEHOLDERS, SEED_TEMPLATES_DIR, load_template_set
 from tests.autoresearch_world import drop_placeholder, terminal_trajectories, write_data
 from tests.judge_data import awb_sample
 

@@ -225,7 +225,7 @@ def test_rejection_sampling_reads_pool_parts(tmp_path: Path) -> None:
     from pipelines.config import PoolsConfig
     from pipelines.render import Lineage, sft_rows
     from pipelines.rows import SFT_SCHEMA
-    from prompt_autoresearch.templates import load_template_set
+    from schemas.templates import load_template_set
     from schemas.trajectory import SourceKind
     from tests.pools_data import terminal
     from worldline.sft_rejection import read_queries

@@ -8,15 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from schemas.worldmodel import SCORING_DIMENSIONS as DIMENSIONS
+from schemas.worldmodel import fence_for
 from worldline.judge.parsing import (
-    DIMENSIONS,
     brace_objects,
     coerce_score,
     normalise,
     parse_judge_answer,
     parse_pairwise_answer,
 )
-from worldline.judge.prompts import clean_response_marker, fence_for, judge_system_prompt, judge_user_message
+from worldline.judge.prompts import clean_response_marker, judge_system_prompt, judge_user_message
 
 SCORES = {"format": 4, "factuality": 3, "consistency": 5, "realism": 4, "quality": 2}
 scores_strategy = st.fixed_dictionaries({d: st.integers(1, 5) for d in DIMENSIONS})

@@ -10,7 +10,7 @@ from pipelines.build import Fingerprint, choose_pool, decide_group_pool
 from pipelines.config import ConfigError, PoolsConfig
 from pipelines.minhash import union_find_clusters
 from pipelines.render import rl_turn_index, sft_template_version
-from prompt_autoresearch.templates import PLACEHOLDERS, load_template_set
+from schemas.templates import PLACEHOLDERS, load_template_set
 
 kinds = st.sampled_from(["infra", "public", "inhouse"])
 

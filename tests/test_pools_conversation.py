@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 
 from pipelines.actions import canonical_action, canonicalise_actions
 from pipelines.config import PoolsConfig
-from pipelines.render import OBSERVATION_CLOSE, OBSERVATION_OPEN, Lineage, rl_row, sft_rows
-from prompt_autoresearch.templates import load_template_set
+from pipelines.render import Lineage, rl_row, sft_rows
 from schemas.agentworldbench import read_samples, sample_to_trajectory
+from schemas.templates import load_template_set
 from schemas.trajectory import Action, ActionKind, Domain, Observation, Source, SourceKind, Trajectory, Turn
+from schemas.worldmodel import PREDICTION_CLOSE as OBSERVATION_CLOSE
+from schemas.worldmodel import PREDICTION_OPEN as OBSERVATION_OPEN
 from worldline.chat_template import QWEN_CHAT_TEMPLATE, count_chat_tokens, render_chat
 from worldline.samples import __file__ as samples_init
 from worldline.tokenizer import get_token_counter

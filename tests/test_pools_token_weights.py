@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pipelines.config import PoolsConfig
 from pipelines.render import Lineage, cpt_row
 from pipelines.rows import LOSS_SPAN_TYPE
-from prompt_autoresearch.templates import load_template_set
+from schemas.templates import load_template_set
 from schemas.trajectory import SourceKind
 from tests.pools_data import terminal
 from worldline.pools import IGNORE_INDEX, token_weights

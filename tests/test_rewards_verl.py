@@ -16,7 +16,7 @@ import pytest
 from pipelines.config import PoolsConfig
 from pipelines.exports import VERL_SCHEMA, verl_row
 from pipelines.render import Lineage, rl_row
-from prompt_autoresearch.templates import load_template_set
+from schemas.templates import load_template_set
 from schemas.trajectory import (
     Action,
     ActionKind,

@@ -61,7 +61,7 @@ class RoutePools(beam.DoFn):
         self.work = work
 
     def setup(self) -> None:
-        from prompt_autoresearch.templates import load_template_set
+        from schemas.templates import load_template_set
         from worldline.tokenizer import get_token_counter
 
         self.templates = load_template_set(self.cfg.templates_dir)

@@ -1,8 +1,9 @@
 """The active system-prompt template set (v0..v11): loading, checking and rendering.
 
 A template set is a folder with `index.json` (version, file, style) and one text file per version.
-The seed set ships in `prompt_autoresearch/templates/`; autoresearch writes evolved sets in the same
-layout, and `WORLDLINE_TEMPLATES` (or an explicit folder) makes one of them the active set.
+The seed set ships in `schemas/templates/`; autoresearch writes evolved sets in the same layout, and
+`WORLDLINE_TEMPLATES` (or an explicit folder) makes one of them the active set. The pools render
+their system prompts from the active set and autoresearch evolves it; both read it here.
 
 Templates use a tiny mustache subset, so rendering needs no template engine at train-data scale:
 `{{name}}` inserts a value, `{{#name}}...{{/name}}` keeps its body only when the value is non-empty.
@@ -16,6 +17,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from schemas.trajectory import Trajectory
 
 SEED_TEMPLATES_DIR = Path(__file__).parent / "templates"
 TEMPLATES_ENV = "WORLDLINE_TEMPLATES"
@@ -120,3 +123,21 @@ def load_template_set(folder: str | None = None) -> TemplateSet:
     if not templates:
         raise TemplateError(f"{index_path}: lists no templates")
     return TemplateSet(name=str(index.get("set", root.name)), folder=str(root), templates=templates)
+
+
+def system_values(traj: Trajectory) -> dict[str, str | None]:
+    """The template variables filled from one trajectory (its own tools, demos, state, conditions)."""
+    tools = [t.to_json() for t in traj.action_space.tools]
+    tool_text = json.dumps(tools, ensure_ascii=False, indent=2) if tools else None
+    action_space = traj.action_space.description or (
+        "Calls to the tools listed below." if tools else f"The standard {traj.domain.value} actions."
+    )
+    return {
+        "domain": traj.domain.value,
+        "task": traj.task,
+        "action_space": action_space,
+        "tool_definitions": tool_text,
+        "initial_state": traj.initial_state,
+        "demonstrations": traj.demonstrations,
+        "simulation_instruction": traj.simulation_instruction,
+    }
