@@ -41,11 +41,17 @@ THINK_CLOSE = "</think>"
 
 SCORING_DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 """The judge's five dimensions, each scored 1..5, in the order the judge is asked for them."""
+SCORING_DIMENSIONS_TEXT = ", ".join(SCORING_DIMENSIONS[:-1]) + " and " + SCORING_DIMENSIONS[-1]
+"""The dimensions as prompts name them: "format, factuality, consistency, realism and quality"."""
 
 
 # --------------------------------------------------------------------------------------------------
 # Turn text: action prompts, observations, predictions
 # --------------------------------------------------------------------------------------------------
+
+
+TURN_HEADING_RE = re.compile(r"^### Turn (?P<turn>[1-9][0-9]*)\n", re.MULTILINE)
+"""Where an action prompt starts in a text that holds several turns."""
 
 
 def turn_heading(turn: int) -> str:
@@ -115,6 +121,12 @@ def parse_observation(text: str) -> str | None:
 def prediction_block(observation: str) -> str:
     """An observation as a world model answers it: inside one prediction block."""
     return f"{PREDICTION_OPEN}\n{observation}\n{PREDICTION_CLOSE}"
+
+
+def answer_text(observation: str, reasoning: str | None = None) -> str:
+    """A world model's whole answer: the reasoning in a think block (when given), then the prediction."""
+    block = prediction_block(observation)
+    return block if reasoning is None else f"{THINK_OPEN}\n{reasoning.strip()}\n{THINK_CLOSE}\n\n{block}"
 
 
 # --------------------------------------------------------------------------------------------------

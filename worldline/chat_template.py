@@ -15,14 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from schemas.worldmodel import THINK_CLOSE, THINK_OPEN
 from worldline.tokenizer import QwenTokenCounter, TokenCounter
 
 CHAT_TEMPLATE_NAME = "qwen3-chatml"
 """Recorded in pool manifests and cards next to the tokenizer name."""
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
 
 QWEN_CHAT_TEMPLATE = (
     "{%- set ns = namespace(last_query=-1) -%}"

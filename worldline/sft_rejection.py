@@ -25,11 +25,12 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from schemas.atomic import atomic_open
+from schemas.worldmodel import answer_text
 from worldline.judge.judge import CallCost, Judge, JudgeConfig, JudgeResult
 from worldline.judge.samples import JudgeSample, from_chat
 from worldline.judge.store import ResultStore
 from worldline.llm import BudgetExceeded, ChatRequest, ChatResult, LLMCallFailed, LLMClient, LLMConfig, Role
-from worldline.llm.parsing import PREDICTION_CLOSE, PREDICTION_OPEN, parse_predicted_observation
+from worldline.llm.parsing import parse_predicted_observation
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,7 @@ def _order(key: str, seed: int) -> bool:
 
 
 def kept_answer(reasoning: str, prediction: str) -> str:
-    think = f"<think>\n{reasoning.strip()}\n</think>\n\n" if reasoning.strip() else ""
-    return f"{think}{PREDICTION_OPEN}\n{prediction}\n{PREDICTION_CLOSE}"
+    return answer_text(prediction, reasoning if reasoning.strip() else None)
 
 
 async def decide(client: LLMClient, judge: Judge, query: SFTQuery, config: RejectionConfig) -> dict[str, Any]:

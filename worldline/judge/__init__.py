@@ -23,7 +23,7 @@ from worldline.judge.judge import (
     judge_batch,
     judge_batch_sync,
 )
-from worldline.judge.parsing import DIMENSIONS, JudgeAnswer, normalise, parse_judge_answer
+from worldline.judge.parsing import JudgeAnswer, normalise, parse_judge_answer
 from worldline.judge.prompts import judge_messages, judge_system_prompt
 from worldline.judge.report import aggregate, format_report
 from worldline.judge.samples import (
@@ -35,7 +35,6 @@ from worldline.judge.samples import (
 )
 
 __all__ = [
-    "DIMENSIONS",
     "CallCost",
     "Judge",
     "JudgeAnswer",

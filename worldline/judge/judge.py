@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from schemas.worldmodel import SCORING_DIMENSIONS
 from worldline.judge.parsing import (
-    DIMENSIONS,
     JudgeAnswer,
     OutOfRangePolicy,
     normalise,
@@ -229,7 +229,7 @@ class Judge:
         if answer.scores is None:
             base.failure = f"parse:{answer.reason}"
             return base
-        base.scores = {d: answer.scores[d] for d in DIMENSIONS}
+        base.scores = {d: answer.scores[d] for d in SCORING_DIMENSIONS}
         base.raw_mean = answer.mean
         base.normalised = normalise(answer.mean) if answer.mean is not None else None
         return base

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import json_repair
 
+from schemas.worldmodel import SCORING_DIMENSIONS
 from worldline.llm.parsing import split_reasoning
 
-DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 SCORE_MIN, SCORE_MAX = 1.0, 5.0
 
 OutOfRangePolicy = Literal["fail", "clamp"]
@@ -53,7 +53,7 @@ class JudgeAnswer:
         """Mean of the five dimensions on the 1..5 scale."""
         if self.scores is None:
             return None
-        return sum(self.scores[d] for d in DIMENSIONS) / len(DIMENSIONS)
+        return sum(self.scores[d] for d in SCORING_DIMENSIONS) / len(SCORING_DIMENSIONS)
 
 
 def normalise(raw_mean: float) -> float:
@@ -136,7 +136,7 @@ def _score_table(obj: Any) -> dict[str, Any] | None:
             inner = _score_table(lowered[key])
             if inner is not None:
                 return inner
-    if any(dimension in lowered for dimension in DIMENSIONS):
+    if any(dimension in lowered for dimension in SCORING_DIMENSIONS):
         return lowered
     return None
 
@@ -183,12 +183,12 @@ def _from_table(
     lowered = {str(key).strip().lower(): value for key, value in table.items()}
     strengths = _as_list((source or {}).get("strengths"))
     weaknesses = _as_list((source or {}).get("weaknesses"))
-    missing = [d for d in DIMENSIONS if d not in lowered]
+    missing = [d for d in SCORING_DIMENSIONS if d not in lowered]
     if missing:
         return JudgeAnswer(None, "missing_dimension", strengths, weaknesses, detail=",".join(missing))
     scores: dict[str, float] = {}
     clamped: list[str] = []
-    for dimension in DIMENSIONS:
+    for dimension in SCORING_DIMENSIONS:
         number = coerce_score(lowered[dimension])
         if number is None:
             return JudgeAnswer(
@@ -206,7 +206,7 @@ def _from_table(
 
 
 _PAIR = re.compile(
-    r"[\"']?(format|factuality|consistency|realism|quality)[\"']?\s*[:=]\s*[\"']?\s*([-+]?\d+(?:\.\d+)?(?:\s*/\s*\d+)?)",
+    rf"[\"']?({'|'.join(SCORING_DIMENSIONS)})[\"']?\s*[:=]\s*[\"']?\s*([-+]?\d+(?:\.\d+)?(?:\s*/\s*\d+)?)",
     re.IGNORECASE,
 )
 

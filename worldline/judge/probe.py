@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from schemas.worldmodel import prediction_block
 from worldline.judge.judge import Judge, JudgeResult
 from worldline.judge.samples import JudgeSample
-from worldline.llm.parsing import PREDICTION_CLOSE, PREDICTION_OPEN
 
 VERBOSE_PREFIX = (
     "Below is the exact output the real environment returns for this action. I carefully traced every "
@@ -62,7 +62,7 @@ PERTURBATIONS: dict[str, Callable[[str], str]] = {
 
 
 def _wrap(prediction: str) -> str:
-    return f"{PREDICTION_OPEN}\n{prediction}\n{PREDICTION_CLOSE}"
+    return prediction_block(prediction)
 
 
 async def run_probe(judge: Judge, samples: Sequence[JudgeSample], n: int) -> dict[str, Any]:

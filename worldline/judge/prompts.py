@@ -9,13 +9,12 @@ shipped in another package.
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-from schemas.worldmodel import OBSERVATION_MARKER, SCORING_DIMENSIONS, fence_for
 from schemas.domains import domain_spec, is_registered, registered_domains
+from schemas.worldmodel import OBSERVATION_MARKER, SCORING_DIMENSIONS, SCORING_DIMENSIONS_TEXT, fence_for
 
 TEXTS = "worldline.judge.prompt_texts"
 JUDGE_RESPONSE_TAG = "final_evaluation"
@@ -24,16 +23,17 @@ GROUND_TRUTH_HEADING = "**Ground Truth (Real Output):**"
 CONTEXT_HEADING = "# Context (Historical Interactions):"
 CURRENT_TURN_HEADING = "# Current Turn:"
 
-ANSWER_INSTRUCTIONS = """Evaluate the simulated output against the ground truth on the five dimensions: format, factuality, consistency, realism and quality. Each score is an integer from 1 to 5 (5 = no visible flaw, 4 = minor issues, 3 = noticeable problems, 2 = major problems, 1 = wrong or unusable).
+_SCORES_JSON = ", ".join(f'"{d}": 1-5' for d in SCORING_DIMENSIONS)
+ANSWER_INSTRUCTIONS = f"""Evaluate the simulated output against the ground truth on the five dimensions: {SCORING_DIMENSIONS_TEXT}. Each score is an integer from 1 to 5 (5 = no visible flaw, 4 = minor issues, 3 = noticeable problems, 2 = major problems, 1 = wrong or unusable).
 
 Reason step by step first, naming concrete differences and matches with the ground truth, tier by tier. Then give the final evaluation inside <final_evaluation></final_evaluation> tags as one ```json code block:
 <final_evaluation>
 ```json
-{
+{{
   "strengths": ["..."],
   "weaknesses": ["..."],
-  "scores": {"format": 1-5, "factuality": 1-5, "consistency": 1-5, "realism": 1-5, "quality": 1-5}
-}
+  "scores": {{{_SCORES_JSON}}}
+}}
 ```
 </final_evaluation>
 

@@ -13,8 +13,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from schemas.worldmodel import SCORING_DIMENSIONS
 from worldline.judge.judge import JudgeResult
-from worldline.judge.parsing import DIMENSIONS, normalise
+from worldline.judge.parsing import normalise
 
 OVERALL = "overall"
 
@@ -27,7 +28,7 @@ def _slice(results: list[JudgeResult]) -> dict[str, Any]:
     valid = [r for r in results if r.scores is not None]
     valid_only: dict[str, float | None] = {}
     as_zero: dict[str, float | None] = {}
-    for dimension in DIMENSIONS:
+    for dimension in SCORING_DIMENSIONS:
         valid_values = [normalise(r.scores[dimension]) for r in valid if r.scores is not None]
         valid_only[dimension] = _mean(valid_values)
         as_zero[dimension] = _mean(
@@ -72,10 +73,10 @@ def format_report(report: Mapping[str, Mapping[str, Any]]) -> str:
     """A markdown table: per domain, both means of each dimension and the total, and failures."""
     header = (
         "| domain | samples | failed | total (failures=0) | total (valid only) | "
-        + " | ".join(f"{d} (f=0 / valid)" for d in DIMENSIONS)
+        + " | ".join(f"{d} (f=0 / valid)" for d in SCORING_DIMENSIONS)
         + " |"
     )
-    lines = [header, "|" + "---|" * (5 + len(DIMENSIONS))]
+    lines = [header, "|" + "---|" * (5 + len(SCORING_DIMENSIONS))]
     for domain, row in report.items():
         zero, valid = row["failures_as_zero"], row["valid_only"]
         cells = [
@@ -84,7 +85,7 @@ def format_report(report: Mapping[str, Mapping[str, Any]]) -> str:
             f"{row['failed']} ({row['failure_rate'] * 100:.1f}%)",
             _fmt(zero["total"]),
             _fmt(valid["total"]),
-            *(f"{_fmt(zero[d])} / {_fmt(valid[d])}" for d in DIMENSIONS),
+            *(f"{_fmt(zero[d])} / {_fmt(valid[d])}" for d in SCORING_DIMENSIONS),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     reasons = report.get(OVERALL, {}).get("failure_reasons") or {}

@@ -7,16 +7,13 @@ the RL export writes them, or one user message holding every turn).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.agentworldbench import AgentWorldBenchSample, domain_name_of
-from worldline.judge.prompts import RESPONSE_MARKER
+from schemas.worldmodel import OBSERVATION_MARKER, TURN_HEADING_RE
 from worldline.llm.parsing import PredictionParse, parse_predicted_observation, strip_think
-
-_TURN_HEADER = re.compile(r"^### Turn [1-9][0-9]*\n", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -79,13 +76,13 @@ def split_user_prompt(user: str) -> tuple[tuple[tuple[str, str], ...], str]:
     """Split a pool prompt (`### Turn N` blocks with observations, then the current action) into
     history pairs and the current action prompt. Text before the first turn header (a note that old
     turns were omitted) is dropped; without any header the whole text is the current prompt."""
-    starts = [m.start() for m in _TURN_HEADER.finditer(user)]
+    starts = [m.start() for m in TURN_HEADING_RE.finditer(user)]
     if not starts:
         return (), user.strip()
     segments = [user[a:b] for a, b in zip(starts, [*starts[1:], len(user)], strict=False)]
     history: list[tuple[str, str]] = []
     for segment in segments[:-1]:
-        marker = segment.find("\n" + RESPONSE_MARKER)
+        marker = segment.find("\n" + OBSERVATION_MARKER)
         if marker < 0:
             history.append((segment.strip(), ""))
         else:

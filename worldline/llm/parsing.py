@@ -13,15 +13,12 @@ from typing import Any
 
 import json_repair
 
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
-PREDICTION_OPEN = "<predicted_observation>"
-PREDICTION_CLOSE = "</predicted_observation>"
+from schemas.worldmodel import PREDICTION_CLOSE, PREDICTION_OPEN, THINK_CLOSE, THINK_OPEN
 
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_PREDICTION_OPEN = re.compile(r"<predicted_observation>", re.IGNORECASE)
-_PREDICTION_CLOSE = re.compile(r"</predicted_observation>", re.IGNORECASE)
+_THINK_OPEN = re.compile(re.escape(THINK_OPEN), re.IGNORECASE)
+_THINK_CLOSE = re.compile(re.escape(THINK_CLOSE), re.IGNORECASE)
+_PREDICTION_OPEN = re.compile(re.escape(PREDICTION_OPEN), re.IGNORECASE)
+_PREDICTION_CLOSE = re.compile(re.escape(PREDICTION_CLOSE), re.IGNORECASE)
 _CODE_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 
 
