@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import os
 import re
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import IO
 
 import pyte
 
+from schemas.atomic import publish_file, temp_path
 from worldline.redaction.records import redact_cast_file
 
 # Per published recording: (texts typed without echo, redactions per class), until the runner takes them.
@@ -37,7 +37,7 @@ def remove_unpublished(folder: Path) -> int:
     """Delete the recordings a killed run left half-written in FOLDER (never redacted, never
     published); returns how many. Their episodes were not published either, so they run again."""
     removed = 0
-    for stale in folder.glob(".*.cast.tmp") if folder.is_dir() else []:
+    for stale in folder.glob(".*.cast*.tmp") if folder.is_dir() else []:  # schemas.atomic's temporary names
         stale.unlink(missing_ok=True)
         removed += 1
     return removed
@@ -183,7 +183,7 @@ class AsciicastWriter:
     ):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = path.with_name(f".{path.name}.tmp")
+        self._tmp = temp_path(path)
         self._fh: IO[str] | None = open(self._tmp, "w", encoding="utf-8")
         self._start = time.monotonic()
         self._out = codecs.getincrementaldecoder("utf-8")("replace")
@@ -218,13 +218,11 @@ class AsciicastWriter:
         if self._fh is None:
             return
         self._event("o", self._out.decode(b"", final=True))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
+        self._fh.close()  # publish_file fsyncs it
         self._fh = None
         counts: Counter[str] = Counter()
         typed = redact_cast_file(self._tmp, counts)
         if typed or counts:
             with _REDACTIONS_LOCK:
                 _REDACTIONS[self.path] = (typed, counts)
-        os.replace(self._tmp, self.path)
+        publish_file(self._tmp, self.path)

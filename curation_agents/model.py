@@ -14,8 +14,6 @@ from schemas import trajectory as _trajectory
 from schemas.reasons import ReasonCode
 from schemas.trajectory import Trajectory
 
-Reason = ReasonCode  # the old name, until curation_agents.runner reads ReasonCode
-
 
 class Stage(StrEnum):
     """The cleaner's agents, in graph order."""

@@ -31,34 +31,20 @@ import pyarrow.parquet as pq
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.formats import Format
 from curation_agents.graph import build_graph
-from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, Reason, RecordRef, as_trajectory
+from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, RecordRef, as_trajectory
 from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
 from curation_agents.redact import json_text_is_clean, redact, redact_json
 from schemas import ShardWriter, Trajectory
-from schemas.shards import atomic_write_json, iter_record_batches, read_manifest
+from schemas.atomic import atomic_write_json
+from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA
+from schemas.reasons import ReasonCode
+from schemas.shards import iter_record_batches, read_manifest
 
 QUARANTINE_DIR = "quarantine"
 QUARANTINE_PARTS = "parts"
 CHECKPOINT_DB = ".clean-checkpoints.sqlite"
 ACCEPTED_ROW_GROUP = 128
 PROGRESS_INTERVAL_S = 0.2
-
-QUARANTINE_SCHEMA = pa.schema(
-    [
-        pa.field("record_key", pa.string(), nullable=False),
-        pa.field("source_path", pa.string(), nullable=False),
-        pa.field("locator", pa.string(), nullable=False),
-        pa.field("format", pa.string(), nullable=False),
-        pa.field("stage", pa.string(), nullable=False),
-        pa.field("reason", pa.string(), nullable=False),
-        pa.field("detail", pa.string(), nullable=False),
-        pa.field("episode", pa.int32(), nullable=True),
-        # "quarantined": the whole record; "accepted": one episode of a record whose other episodes passed.
-        pa.field("record_outcome", pa.string(), nullable=False),
-    ],
-    metadata={b"worldline.content": b"curation quarantine"},
-)
-
 
 @dataclass
 class Outcome:
@@ -326,7 +312,7 @@ class CleanRun:
         # Small row groups: the writer buffers a row group of trajectories in memory before encoding it.
         self.accepted_writer = ShardWriter(self.out, row_group_rows=ACCEPTED_ROW_GROUP)
         self.quarantine_writer = ShardWriter(
-            self.out / QUARANTINE_DIR, schema=QUARANTINE_SCHEMA, subdir=QUARANTINE_PARTS
+            self.out / QUARANTINE_DIR, schema=CLEAN_QUARANTINE_SCHEMA, subdir=QUARANTINE_PARTS
         )
         self.quarantine_writer.manifest.extra["content"] = "curation quarantine"
         self.pending = 0
@@ -388,7 +374,7 @@ class CleanRun:
         if manifest is None:
             return
         for f in manifest.files:
-            yield pq.read_table(root / f.path, columns=columns, schema=QUARANTINE_SCHEMA)
+            yield pq.read_table(root / f.path, columns=columns, schema=CLEAN_QUARANTINE_SCHEMA)
 
     # main loop ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -582,7 +568,7 @@ class CleanRun:
         )
         quarantine = {
             "stage": "worker",
-            "reason": Reason.WORKER_DIED.value,
+            "reason": ReasonCode.WORKER_DIED.value,
             "detail": detail,
             "episode": None,
         }

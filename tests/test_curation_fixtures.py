@@ -13,9 +13,10 @@ import pytest
 from curation_agents.denoise import denoise_record
 from curation_agents.formats.terminal import parse_asciicast
 from curation_agents.model import CleanConfig, Limits
-from curation_agents.runner import QUARANTINE_SCHEMA, CleanRun
+from curation_agents.runner import CleanRun
 from curation_agents.segment import segment_record
 from schemas import ActionKind, Domain, SourceKind, iter_trajectories
+from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PUBLIC = FIXTURES / "public"
@@ -33,7 +34,7 @@ def _quarantine_rows(out: Path) -> list[dict]:
     rows = []
     for f in sorted((out / "quarantine" / "parts").glob("*.parquet")):
         table = pq.read_table(f)
-        assert table.schema.equals(QUARANTINE_SCHEMA, check_metadata=False)
+        assert table.schema.equals(CLEAN_QUARANTINE_SCHEMA, check_metadata=False)
         rows.extend(table.to_pylist())
     return rows
 

@@ -10,19 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curation_agents.turn_rules import is_rejected_pair, skip_retry_cycles
+from schemas import trajectory as tj
 from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA, POOL_QUARANTINE_FIELDS
 from schemas.reasons import ReasonCode
-from schemas.trajectory import (
-    Action,
-    ActionKind,
-    Domain,
-    Observation,
-    ObservationFormat,
-    Source,
-    SourceKind,
-    Trajectory,
-    Turn,
-)
 
 # Every reason code the cleaner and the pools write to disk today (quarantine parts, summary.json,
 # _build/removed.parquet, stats.json); a value must never change.
@@ -109,20 +99,26 @@ def test_the_collectors_failure_check_is_the_shared_rule() -> None:
 # -- the retry-cycle rule ---------------------------------------------------------------------------
 
 
-def _traj(turns: list[Turn]) -> Trajectory:
-    return Trajectory(
-        id="r", domain=Domain.MCP, source=Source(kind=SourceKind.INHOUSE, name="s"), task="t", turns=turns
+def _traj(turns: list[tj.Turn]) -> tj.Trajectory:
+    return tj.Trajectory(
+        id="r",
+        domain=tj.Domain.MCP,
+        source=tj.Source(kind=tj.SourceKind.INHOUSE, name="s"),
+        task="t",
+        turns=turns,
     )
 
 
-def ok(kind: ActionKind = ActionKind.TOOL_CALL) -> Turn:
-    return Turn(Action(kind, '{"name": "read_file", "arguments": {}}', "read_file"), Observation("contents"))
+def ok(kind: tj.ActionKind = tj.ActionKind.TOOL_CALL) -> tj.Turn:
+    return tj.Turn(
+        tj.Action(kind, '{"name": "read_file", "arguments": {}}', "read_file"), tj.Observation("contents")
+    )
 
 
-def rejected(kind: ActionKind = ActionKind.TOOL_CALL) -> Turn:
-    return Turn(
-        Action(kind, '{"name": "read_file", "arguments": {"path": '),
-        Observation("malformed JSON in tool call", ObservationFormat.TEXT, is_error=True),
+def rejected(kind: tj.ActionKind = tj.ActionKind.TOOL_CALL) -> tj.Turn:
+    return tj.Turn(
+        tj.Action(kind, '{"name": "read_file", "arguments": {"path": '),
+        tj.Observation("malformed JSON in tool call", tj.ObservationFormat.TEXT, is_error=True),
     )
 
 
@@ -130,7 +126,7 @@ def test_the_modes_differ_only_where_no_retry_follows() -> None:
     trailing = _traj([ok(), rejected()])
     assert skip_retry_cycles(trailing, mode="every_rejected")[1] == 1
     assert skip_retry_cycles(trailing, mode="retried_only")[1] == 0
-    moved_on = _traj([ok(), rejected(), ok(ActionKind.MESSAGE)])
+    moved_on = _traj([ok(), rejected(), ok(tj.ActionKind.MESSAGE)])
     assert skip_retry_cycles(moved_on, mode="every_rejected")[1] == 1
     assert skip_retry_cycles(moved_on, mode="retried_only")[1] == 0
     retried = _traj([ok(), rejected(), rejected(), ok()])
@@ -141,9 +137,9 @@ def test_the_modes_differ_only_where_no_retry_follows() -> None:
     assert skip_retry_cycles(retried)[1] == 2  # the cleaner's mode is the default
 
 
-def _every_rejected_reference(traj: Trajectory) -> tuple[list[Turn], int]:
+def _every_rejected_reference(traj: tj.Trajectory) -> tuple[list[tj.Turn], int]:
     """The cleaner's rule as it was written before the two modes shared one function."""
-    kept: list[Turn] = []
+    kept: list[tj.Turn] = []
     skipped = pending = 0
     for turn in traj.turns:
         if is_rejected_pair(turn):
@@ -157,7 +153,7 @@ def _every_rejected_reference(traj: Trajectory) -> tuple[list[Turn], int]:
     return kept, skipped
 
 
-def _retried_only_reference(traj: Trajectory) -> tuple[list[Turn], int]:
+def _retried_only_reference(traj: tj.Trajectory) -> tuple[list[tj.Turn], int]:
     """The pools' rule as it was written before the two modes shared one function."""
     turns = list(traj.turns)
     flags = [is_rejected_pair(t) for t in turns]
@@ -178,7 +174,7 @@ def _retried_only_reference(traj: Trajectory) -> tuple[list[Turn], int]:
     return [t for t, s in zip(turns, skip, strict=True) if not s], sum(skip)
 
 
-KINDS = st.sampled_from([ActionKind.TOOL_CALL, ActionKind.MESSAGE])
+KINDS = st.sampled_from([tj.ActionKind.TOOL_CALL, tj.ActionKind.MESSAGE])
 TURNS = st.lists(
     st.tuples(st.booleans(), KINDS).map(lambda p: rejected(p[1]) if p[0] else ok(p[1])), max_size=12
 )
@@ -186,7 +182,7 @@ TURNS = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(TURNS)
-def test_both_modes_match_the_rules_they_replace(turns: list[Turn]) -> None:
+def test_both_modes_match_the_rules_they_replace(turns: list[tj.Turn]) -> None:
     traj = _traj(turns)
     out, n = skip_retry_cycles(traj, mode="every_rejected")
     assert (out.turns, n) == _every_rejected_reference(traj)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas import ActionKind, Observation, ObservationFormat, Trajectory, Turn
+from schemas.atomic import atomic_open
 from worldline.redaction.detect import (
     DEFAULT_PII,
     MARKER_PREFIX,
@@ -232,14 +232,10 @@ def redact_cast_file(
         return typed
     if counts is not None:
         counts.update(local)
-    tmp = path.with_name(f".{path.name}.redact")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_open(path, "w") as fh:
         fh.write(header_text + "\n")
         for event in cleaned:
             fh.write(json.dumps(event, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
     return typed
 
 
