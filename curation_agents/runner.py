@@ -46,6 +46,7 @@ CHECKPOINT_DB = ".clean-checkpoints.sqlite"
 ACCEPTED_ROW_GROUP = 128
 PROGRESS_INTERVAL_S = 0.2
 
+
 @dataclass
 class Outcome:
     """What the graph decided for one record."""
