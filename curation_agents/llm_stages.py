@@ -14,6 +14,7 @@ from typing import Any
 
 from schemas import Domain, Trajectory
 from schemas.domains import is_registered, registered_domains
+from schemas.worldmodel import turn_heading
 from worldline.llm import LLMConfig, LLMError, Role, SyncLLMClient, endpoint_configured, parse_json_object
 
 _SAMPLE_TURNS = 8  # turns shown to the LLM, spread over the whole trajectory
@@ -71,7 +72,7 @@ def _preview(traj: Trajectory) -> str:
         if index > previous + 1:
             lines.append(f"... {index - previous - 1} turn(s) not shown ...")
         turn = traj.turns[index]
-        lines.append(f"### Turn {index + 1}\nAction ({turn.action.kind.value}): {_clip(turn.action.text)}")
+        lines.append(f"{turn_heading(index + 1)}Action ({turn.action.kind.value}): {_clip(turn.action.text)}")
         lines.append(f"Observation: {_clip(turn.observation.text)}")
         previous = index
     return "\n".join(lines)
