@@ -67,7 +67,8 @@ class DomainSpec:
     rule_verifier: bool = False
     """Observations of deterministic actions are checked by rule (RL `exact_match`, worldline/rewards)."""
     judge_prompt: str = ""
-    """Name of the judge's domain prompt, `worldline/judge/prompt_texts/<judge_prompt>.md` (default: value)."""
+    """The judge's domain prompt: `<name>` for `worldline/judge/prompt_texts/<name>.md` (default: value),
+    or `<package>:<file>` for a text shipped in another package."""
     observation_format: ObservationFormat = ObservationFormat.TEXT
     """How an imported observation of this domain is read unless its text says otherwise."""
     action_language: str = "text"
