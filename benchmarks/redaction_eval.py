@@ -7,7 +7,8 @@ generated corpus, many seeds).
 A planted secret counts as caught when its value no longer appears in the output; a look-alike is
 damaged when it no longer appears intact. Library detectors report spans rather than rewriting text:
 a secret is caught when a reported value covers it (or lies inside it, for a value of 6+ characters),
-and a look-alike is damaged when a reported value of 6+ characters lies inside it.
+and a look-alike is damaged when a reported value of 6+ characters lies inside it. Look-alikes of
+samples that name their kind (program messages, placeholders) are tallied under it.
 
 - detect-secrets (Yelp): every default plugin, keyword and high-entropy detectors included, line by
   line as its scanner reads files.
@@ -66,8 +67,9 @@ def _tally(samples: list[Sample], caught_of: Callable[[Sample], tuple[list[bool]
             total[kind] += 1
             caught[kind] += hit
         for la, harm in zip(s.lookalikes, harms, strict=True):
-            looks[lookalike_kind(la)] += 1
-            damaged[lookalike_kind(la)] += harm
+            kind = s.lookalike_kind or lookalike_kind(la)
+            looks[kind] += 1
+            damaged[kind] += harm
     return caught, total, damaged, looks, time.perf_counter() - start
 
 
@@ -169,16 +171,16 @@ def main() -> None:
             if classes is not None and kind not in classes:
                 row += f"{'-':>24}"
                 continue
-            hit, total = results[n][0][kind], results[n][1][kind]
-            row += f"{hit:>11}/{total:<5} {hit / total:6.1%}"
+            hit, planted_kind = results[n][0][kind], results[n][1][kind]
+            row += f"{hit:>11}/{planted_kind:<5} {hit / planted_kind:6.1%}"
         print(row)
     print()
     print(f"{'look-alike kind':<22}" + "".join(f"{n + ' damaged':>24}" for n in names))
     for kind in sorted(results["ours"][3]):
         row = f"{kind:<22}"
         for n in names:
-            bad, total = results[n][2][kind], results[n][3][kind]
-            row += f"{bad:>11}/{total:<5} {bad / total:6.1%}"
+            bad, seen = results[n][2][kind], results[n][3][kind]
+            row += f"{bad:>11}/{seen:<5} {bad / seen:6.1%}"
         print(row)
     print()
     for n in names:

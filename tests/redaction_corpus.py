@@ -30,6 +30,8 @@ class Sample:
     is_json: bool = False
     # The PII classes the sample is cleaned with (`--redact-pii`); secrets are redacted regardless.
     pii: frozenset[str] = frozenset({"email", "phone", "card", "iban"})
+    # The damage table's row for this sample's look-alikes; empty: `redaction_eval.lookalike_kind` decides.
+    lookalike_kind: str = ""
 
 
 def _rand(rng: random.Random, alphabet: str, n: int) -> str:
@@ -616,7 +618,10 @@ SecretGen = tuple[str, str, list[str]]
 
 def _vendor_tokens(rng: random.Random) -> list[tuple[str, str, str]]:
     """(class, env var name, value) for every vendor token format."""
-    slack_n = lambda: rng.randint(10**10, 10**12 - 1)  # noqa: E731
+
+    def slack_n() -> int:
+        return rng.randint(10**10, 10**12 - 1)
+
     return [
         ("slack", "SLACK_BOT_TOKEN", f"xoxb-{slack_n()}-{slack_n()}-{_mixed(rng, ALNUM, 24)}"),
         ("slack", "SLACK_USER_TOKEN", f"xoxp-{slack_n()}-{slack_n()}-{slack_n()}-{_rand(rng, HEX, 32)}"),
@@ -973,6 +978,7 @@ def generated_corpus(seed: int = 0) -> list[Sample]:
             )
         )
     out += _generated_lookalikes(rng, prompt)
+    out += _program_message_samples(rng, prompt)
     return out
 
 
@@ -1052,6 +1058,171 @@ def _generated_lookalikes(rng: random.Random, prompt: str) -> list[Sample]:
     out.append(
         Sample(
             "look-alikes in a session", listing, [], [items[1], "2.31.0", items[16], items[17], items[0][:12]]
+        )
+    )
+    return out
+
+
+def program_messages(rng: random.Random) -> list[str]:
+    """What programs print about passwords, tokens and secrets, as they print it (English, German,
+    French and Spanish where the program is translated): no line holds a credential."""
+    user = rng.choice(["alice", "bob", "deploy", "www-data", "postgres", "ci"])
+    host = rng.choice(["db.internal", "localhost", "10.0.3.7", "pg-1.prod"])
+    registry = rng.choice(["registry.example.io", "ghcr.io", "quay.io", "index.docker.io"])
+    n = rng.randint(2, 5)
+    length = rng.choice([8, 10, 12])
+    key = rng.choice(["id_ed25519", "id_rsa", "deploy_key"])
+    return [
+        # passwd / chpasswd / pwquality, English
+        "passwd: password updated successfully",
+        "passwd: password unchanged",
+        "passwd: Authentication token manipulation error",
+        "passwd: Have exhausted maximum number of retries for service",
+        f"passwd: user '{user}' does not exist",
+        f"BAD PASSWORD: The password is shorter than {length} characters",
+        "BAD PASSWORD: it is based on a dictionary word",
+        "BAD PASSWORD: The password fails the dictionary check - it is too simplistic/systematic",
+        "Sorry, passwords do not match.",
+        f"chpasswd: (user {user}) pam_chauthtok() failed, error:",
+        "error: password: too short",
+        "Password: incorrect",
+        "password: too weak",
+        # passwd / sudo / su, German
+        "passwd: Passwort erfolgreich geändert",
+        "passwd: Passwort nicht geändert",
+        "passwd: Fehler beim Ändern des Authentifizierungs-Tokens",
+        f"[sudo] Passwort für {user}: ",
+        "sudo: Ein Passwort ist notwendig",
+        f"sudo: {n} Fehlversuche bei der Passworteingabe",
+        "su: Fehler bei der Authentifizierung",
+        # passwd / sudo, French
+        "passwd : mot de passe mis à jour avec succès",
+        "passwd : mot de passe inchangé",
+        "passwd : Erreur de manipulation du jeton d'authentification",
+        f"[sudo] Mot de passe de {user} : ",
+        f"sudo: {n} saisies de mots de passe incorrectes",
+        # passwd, Spanish
+        "passwd: contraseña actualizada correctamente",
+        "passwd: la contraseña no ha cambiado",
+        # sudo / su, English
+        "sudo: a password is required",
+        f"sudo: {n} incorrect password attempts",
+        f"[sudo] password for {user}: ",
+        "su: Authentication failure",
+        # ssh / gpg
+        f"{user}@{host.split('.')[0]}'s password: ",
+        "Permission denied, please try again.",
+        f"{user}@{host.split('.')[0]}: Permission denied (publickey,password).",
+        f"Enter passphrase for key '/home/{user}/.ssh/{key}': ",
+        f"Bad passphrase, try again for /home/{user}/.ssh/{key}: ",
+        "gpg: signing failed: Bad passphrase",
+        "gpg: public key decryption failed: Bad passphrase",
+        "gpg: secret key not available",
+        # git credential
+        "remote: Invalid username or password.",
+        "remote: Support for password authentication was removed on August 13, 2021.",
+        "fatal: could not read Password for 'https://github.com': terminal prompts disabled",
+        f"git: 'credential-{rng.choice(['osxkeychain', 'manager-core', 'libsecret'])}' is not a git command. See 'git --help'.",
+        # npm / pip / twine
+        "npm ERR! code E401",
+        "npm ERR! Incorrect or missing password.",
+        "npm error Unable to authenticate, your authentication token seems to be invalid.",
+        "WARNING: 401 Error, Credentials not correct for https://pypi.example.com/simple/requests/",
+        "Enter your API token: ",
+        "ERROR    HTTPError: 403 Forbidden from https://upload.pypi.org/legacy/",
+        # docker login
+        f'Error response from daemon: Get "https://{registry}/v2/": unauthorized: incorrect username or password',
+        f"WARNING! Your password will be stored unencrypted in /home/{user}/.docker/config.json.",
+        "Error saving credentials: error storing credentials - err: exit status 1",
+        # mysql / psql
+        "mysql: [Warning] Using a password on the command line interface can be insecure.",
+        f"ERROR 1045 (28000): Access denied for user '{user}'@'localhost' (using password: {rng.choice(['YES', 'NO'])})",
+        f'psql: error: connection to server at "{host}", port 5432 failed: FATAL:  password authentication failed for user "{user}"',
+        "psql: error: fe_sendauth: no password supplied",
+        f"Password for user {user}: ",
+        # files named after credentials
+        f"/etc/passwd:{rng.randint(1, 40)}:{user}:x:{rng.randint(1000, 1999)}:{rng.randint(1000, 1999)}::/home/{user}:/bin/bash",
+        "cat: /etc/shadow: Permission denied",
+        "task start-etc-passwd: the start URL file:///etc/passwd is refused: scheme file is not allowed",
+        "grep: /run/secrets/db_password: No such file or directory",
+        "The token is re-issued every hour.",
+    ]
+
+
+def placeholders(rng: random.Random) -> list[str]:
+    """Documentation snippets and templates that name a credential and hold a placeholder in its place."""
+    name = rng.choice(["API_KEY", "DB_PASSWORD", "AUTH_TOKEN", "CLIENT_SECRET"])
+    return [
+        "password: <your password here>",
+        f"export {name}=<your-{name.lower().replace('_', '-')}>",
+        f"{name}=${{{name}}}",
+        f'{name.lower()}: "{{{{ .Values.{name.lower()} }}}}"',
+        "password = %s",
+        "token: {token}",
+        f"{name}=your_{name.lower()}_here",
+        f"{name}=YOUR_{name}",
+        "OPENAI_API_KEY=sk-...",
+        "GITHUB_TOKEN=ghp_...",
+        "password: ********",
+        "SECRET_KEY=xxxxxxxxxxxxxxxx",
+        f"--password <password> --token <{rng.choice(['token', 'api-token', 'TOKEN'])}>",
+        "password: REPLACE_ME",
+        "api_key: [your api key]",
+    ]
+
+
+def _program_message_samples(rng: random.Random, prompt: str) -> list[Sample]:
+    """Program messages and placeholders on their own, in a terminal session, and in a tool result; plus
+    the same syntax holding real credentials (a config line `passwd: X`, `PASSWORD=changeme`)."""
+    messages = program_messages(rng)
+    docs = placeholders(rng)
+    result = rng.sample(messages, 10)
+    session = "".join(
+        f"{prompt}{cmd}\r\n{msg}\r\n"
+        for cmd, msg in zip(
+            [
+                "passwd",
+                "sudo -k true",
+                "git push",
+                "npm publish",
+                "docker login",
+                "mysql -u app -p",
+                "psql -h db",
+            ],
+            rng.sample(messages, 7),
+            strict=True,
+        )
+    )
+    out = [
+        Sample("program messages", "\n".join(messages), [], messages, lookalike_kind="program message"),
+        Sample(
+            "program messages in a session",
+            session,
+            [],
+            [line for line in session.split("\r\n") if line and not line.startswith(prompt)],
+            lookalike_kind="program message",
+        ),
+        Sample(
+            "program messages in a tool result",
+            json.dumps({"tool": "bash", "output": "\n".join(result), "exit_code": 1}, ensure_ascii=False),
+            [],
+            # As the JSON text holds them: lines with a quote or a backslash are escaped there.
+            [line for line in result if '"' not in line and "\\" not in line],
+            is_json=True,
+            lookalike_kind="program message",
+        ),
+        Sample("placeholders in docs", "\n".join(docs), [], docs, lookalike_kind="placeholder"),
+    ]
+    # The same syntax with a credential in it still counts as one.
+    pw = _password_value(rng)
+    default = rng.choice(["changeme", "admin123", "letmein"])
+    out.append(
+        Sample(
+            "credentials beside program messages",
+            f"passwd: {pw}\nPASSWORD={default}\n{messages[0]}\nYour password is {pw[:-1]}!!\n",
+            [("password", pw), ("password", default), ("password", pw[:-1])],
+            [messages[0]],
+            lookalike_kind="program message",
         )
     )
     return out

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from stdnum import iban as stdnum_iban
 from stdnum import luhn as stdnum_luhn
 
-from tests.redaction_corpus import _card, _iban, generated_corpus
+from tests.redaction_corpus import _card, _iban, generated_corpus, placeholders, program_messages
 from worldline.redaction import redact, redact_text_or_json
 from worldline.redaction.checksums import card_number_valid, iban_valid, luhn_valid, phone_number_possible
 from worldline.redaction.records import redact_cast_events, unechoed_input_events, unechoed_texts
@@ -153,3 +153,37 @@ def test_generated_corpus_recall_and_look_alike_damage() -> None:
             damaged += sum(la not in out for la in sample.lookalikes)
     assert caught / total >= 0.99, (caught, total)
     assert damaged / looks <= 0.01, (damaged, looks)
+
+
+def test_program_messages_and_placeholders_survive() -> None:
+    rng = random.Random(7)
+    for text in (*program_messages(rng), *placeholders(rng)):
+        assert redact_text_or_json(text) == text, text
+
+
+def test_the_same_syntax_with_a_credential_is_still_redacted() -> None:
+    for text, secret in [
+        ("Your password is hunter2!!", "hunter2"),
+        ("PASSWORD=changeme", "changeme"),
+        ("password: S3cr3t-Pa55", "S3cr3t-Pa55"),
+        ("passwd: hunter2", "hunter2"),
+        ("backup --password hunter2", "hunter2"),
+        ("token: expired-2024x9", "expired-2024x9"),
+        ('{"password": "hunter2x"}', "hunter2x"),
+        ("das Passwort ist Geheim42", "Geheim42"),
+    ]:
+        assert secret not in redact_text_or_json(text), text
+
+
+def test_a_message_after_a_credential_word_is_not_its_value() -> None:
+    for text in [
+        "passwd: password updated successfully",
+        "error: password: too short",
+        "Password: incorrect",
+        '{"password": "too short"}',
+        "passwd : mot de passe mis à jour avec succès",
+        "/etc/passwd:1:root:x:0:0:root:/root:/bin/bash",
+        "file:///etc/passwd is refused: scheme file is not allowed",
+        "The token is re-issued every hour.",
+    ]:
+        assert redact_text_or_json(text) == text, text

@@ -76,7 +76,11 @@ _KEY_SUFFIX = (
 # Values that are not secrets wherever they appear: markers, placeholders, variable references.
 _NOT_A_VALUE = re.compile(
     r"^(?:\[REDACTED:|\*+$|x{3,}$|<[^>]*>$|\$|%\(|\{\{|\{[A-Za-z_]\w*\}$|null$|none$|nil$|true$|false$"
-    r"|undefined$|\d{1,9}$|\.\.\.$|\?+$)",
+    r"|undefined$|\d{1,9}$|\.\.\.$|\?+$"
+    # Documentation placeholders: printf / format slots, a value cut off after a vendor prefix
+    # (`sk-...`), and names that describe what to put there (YOUR_API_KEY, token_goes_here, REPLACE_ME).
+    r"|%[sdr]$|[A-Za-z]{0,6}[-_]?(?:\.\.\.|\u2026)$|your[-_.]?[A-Za-z_\-]*$|[A-Za-z_\-]*[-_](?:here|goes[-_]here)$"
+    r"|replace[-_]?(?:me|with\w*)$|placeholder$|redacted$|\[[A-Za-z _\-]{1,40}\]$)",
     re.IGNORECASE,
 )
 # Type names and keywords after `password:` are annotations or schemas, not values.
@@ -371,9 +375,13 @@ def _structured_valid(index: int, m: re.Match[str]) -> bool:
         host = m.group("host")
         return host == "*" or any(c.isalpha() and c.lower() not in "abcdef" for c in host) or "." in host
     if index == 7:
-        value = m.group("val").rstrip(".!?)")
+        if m.start() > 0 and m.string[m.start() - 1] in "/.\\":
+            return False  # `/etc/passwd is refused`: a path names a file, not a credential
+        value = m.group("val").rstrip(".!?):")
         has_letter = any(c.isalpha() for c in value)
-        has_other = any(c.isdigit() or not c.isalnum() for c in value)
+        # A word with a hyphen or an apostrophe (`re-issued`, `user's`) is prose; a secret has a digit
+        # or another symbol.
+        has_other = any(c.isdigit() or not (c.isalnum() or c in "-'\u2019") for c in value)
         return has_letter and has_other and not value.startswith(MARKER_PREFIX) and len(value) >= 6
     if index == 6:
         try:
@@ -589,6 +597,77 @@ _EXPRESSION = re.compile(r"[(\[]|^[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$
 _PLAIN_WORD = re.compile(r"^[A-Za-z_]+$")
 
 
+def _assignment_in_context(text: str, match_start: int, value_start: int) -> bool:
+    """Whether `name: value` / `name=value` at VALUE_START is a credential rather than a message.
+
+    Refused: a name that is the last component of a path (`/etc/passwd: Permission denied`, grep's
+    `/etc/passwd:1:root:x:0:0`), a placeholder in angle brackets (`password: <your password here>`),
+    a template slot
+    (`token: {token}`, `{{ .Values.password }}`, `[your api key]`), and a value that starts a message (`_reads_as_message`): a program's diagnostic
+    (`passwd: password updated successfully`, `error: password: too short`, `(using password: YES)`).
+    """
+    before = match_start - 1
+    while before >= 0 and (text[before].isalnum() or text[before] in "_.-"):
+        before -= 1
+    if before >= 0 and text[before] in "/\\":
+        return False
+    line_end = text.find("\n", value_start)
+    rest = text[value_start : line_end if line_end >= 0 else len(text)].rstrip("\r")
+    if rest[:1] in "<{[" and _PLACEHOLDER.match(rest):
+        return False
+    return not _reads_as_message(rest)
+
+
+_PLACEHOLDER = re.compile(r"<[^<>\n]{1,80}>|\{\{?[^{}\n]{1,80}\}|\[[^\[\]\n]{1,40}\]")
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019\-][^\W\d_]+)*")
+_PUNCT = ".,:;!?()[]{}\"'`\u00ab\u00bb\u201c\u201d"
+# Words a program message is made of, in the languages passwd, sudo and their kin are translated into:
+# a value of two or more words with one of these among them is a sentence, not a secret.
+_PROSE_WORDS = frozenset(
+    """a an the is are was were be been not no to of for in on at by with and or but this that it its
+    your you has have had can cannot could will would must should does do did than too very please try
+    again updated successfully successful unchanged changed set reset expired expires invalid incorrect
+    wrong missing required refused denied rejected failed failure error supplied provided given accepted
+    ok yes empty weak short long match mismatch allowed authentication manipulation characters
+    contains based dictionary new current retype enter unable user service saved stored unencrypted
+    der die das ist nicht kein keine ein eine und oder zu von für mit bei des dem den erfolgreich
+    geändert unverändert ungültig falsch abgelaufen erforderlich fehler beim ändern stimmen überein
+    le la les de du est pas un une et ou pour avec à au mis jour succès inchangé invalide expiré requis
+    erreur modifié ne el los las del es una para con actualizada actualizado correctamente cambiado ha
+    incorrecta inválida caducado requerida""".split()
+)
+# Words that are a whole status on their own: `password: incorrect`, `token: expired`, `(using
+# password: YES)`. A credential's value is never one of these alone.
+_STATUS_WORDS = frozenset(
+    """incorrect invalid expired missing required refused denied rejected failed unchanged changed
+    updated accepted ok yes no empty wrong weak mismatch supplied provided unset hidden masked revoked
+    disabled enabled falsch ungültig abgelaufen erforderlich geändert unverändert ja nein invalide
+    expiré requis inchangé modifié oui non incorrecta inválida caducado requerida sí""".split()
+)
+
+
+def _reads_as_message(rest: str) -> bool:
+    """Whether REST, the text after a credential word's `:` or `=` to the end of its line, is prose.
+
+    It is when its first word is a status (`incorrect`, `expired`, `YES`), or when it is two or more
+    words with a word of `_PROSE_WORDS` among its first six (`password updated successfully`,
+    `Authentication token manipulation error`, `too short`, `Passwort erfolgreich geändert`). A value
+    with a digit or a symbol (`hunter2`, `S3cr3t-Pa55`) is never a word, and a passphrase of words
+    outside the list (`correct horse battery staple`) stays a secret.
+    """
+    tokens = rest.split(None, 6)[:6]
+    if not tokens:
+        return False
+    words = [t.strip(_PUNCT) for t in tokens]
+    if not _WORD.fullmatch(words[0]):
+        return False
+    if words[0].lower() in _STATUS_WORDS:
+        return True
+    if len(words) < 2 or not _WORD.fullmatch(words[1]):
+        return False
+    return any(w.lower() in _PROSE_WORDS for w in words if _WORD.fullmatch(w))
+
+
 Replacement = tuple[int, int, str]  # (start, end, kind) of a secret in the text
 
 
@@ -625,6 +704,8 @@ def _secret_spans(text: str) -> list[Replacement]:
                 name = (before.group(0) if before else "") + kw
             sep = m.group(f"sep{index}") if f"sep{index}" in m.re.groupindex else None
             if value.startswith(MARKER_PREFIX) or not _is_secret_value(value, sep, name):
+                continue
+            if sep is not None and not _assignment_in_context(text, m.start(), start):
                 continue
             if len(value) >= 2 and value[0] in "\"'" and value[-1] == value[0]:
                 start, end = start + 1, end - 1  # keep the quotes: shell, JSON and code stay well-formed
@@ -829,6 +910,7 @@ def redact_json(value: Any, counts: Counter[str] | None = None, pii: frozenset[s
                     item
                     and not _NOT_A_VALUE.match(item)
                     and not (" " in item.strip() and len(item.split()) >= 3)
+                    and not _reads_as_message(item)
                 ):
                     if counts is not None:
                         counts["password"] += 1
