@@ -465,7 +465,9 @@ def _timed_events(body: bytes, keys: bytes | None, timing_path: str, limits: Lim
             if chunk:
                 events.append([round(clock, 6), code, _decode(chunk)])
             if len(events) > limits.max_events:
-                raise StageFailure(ReasonCode.TOO_LARGE, f"typescript has more than {limits.max_events} events")
+                raise StageFailure(
+                    ReasonCode.TOO_LARGE, f"typescript has more than {limits.max_events} events"
+                )
     if offset < len(body):
         events.append([round(clock, 6), "o", _decode(body[offset:])])
     return events
