@@ -1,8 +1,8 @@
 """autoresearch against a latency-injected fake endpoint: wall time vs the concurrency bound, and the
 cost estimate printed before a run vs the calls and tokens it really took.
 
-The fake server (tests/fakellm.py) plays optimizer, world model and judge with a fixed latency per call
-(tests/autoresearch_world.py). For each concurrency bound C the same experiment runs in a fresh RUNDIR:
+The fake server (tests/helpers/fakellm.py) plays optimizer, world model and judge with a fixed latency per call
+(tests/helpers/autoresearch_world.py). For each concurrency bound C the same experiment runs in a fresh RUNDIR:
 
 - ideal wall time = max(calls x latency / C, critical path), where the critical path is the longest
   chain of dependent calls of one run (seed: world model -> judge; per iteration: optimizer -> world
@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from prompt_autoresearch.clients import RoleEndpoint, build_clients
 from prompt_autoresearch.engine import CACHE_FILE, Autoresearch
 from prompt_autoresearch.state import AutoresearchConfig
-from tests.autoresearch_world import JUDGE, OPTIMIZER, WORLD_MODEL, FakeWorld, write_data
-from tests.fakellm import FakeLLMServer, FakeReply
+from tests.helpers.autoresearch_world import JUDGE, OPTIMIZER, WORLD_MODEL, FakeWorld, write_data
+from tests.helpers.fakellm import FakeLLMServer, FakeReply
 from worldline.llm import LLMConfig, Role
 
 

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import openai
 
-from tests.fakellm import FakeLLMServer, FakeReply
-from tests.judge_data import awb_sample, prediction, verdict
+from tests.helpers.fakellm import FakeLLMServer, FakeReply
+from tests.helpers.judge_data import awb_sample, prediction, verdict
 from worldline.judge import JudgeConfig, from_agentworldbench, judge_batch, judge_messages
 from worldline.llm import LLMConfig
 

@@ -1,5 +1,5 @@
 """Recall and look-alike damage per class of the shared redaction core, and of the libraries measured
-against it, on the labelled corpus (tests/redaction_corpus.py: the hand-written samples and the
+against it, on the labelled corpus (tests/helpers/redaction_corpus.py: the hand-written samples and the
 generated corpus, many seeds).
 
     .venv/bin/python benchmarks/redaction_eval.py --seeds 20
@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.redaction_corpus import Sample, build_corpus, generated_corpus
+from tests.helpers.redaction_corpus import Sample, build_corpus, generated_corpus
 from worldline.redaction import redact_text_or_json
 
 Result = tuple[Counter[str], Counter[str], Counter[str], Counter[str], float]

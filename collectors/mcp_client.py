@@ -223,7 +223,7 @@ def _json_writer() -> Callable[[Any], str]:
     encoder, half of the 5 us it takes on a one-block tool result). CPython's C encoder, the one
     json.dumps runs, is built once here, without the circular-reference check (what it writes comes
     from the wire or from model_dump and cannot be circular; and with no shared state, threads can share
-    it); where the C encoder is missing, the plain encoder. tests/test_collectors_mcp.py checks that the
+    it); where the C encoder is missing, the plain encoder. tests/collectors/test_collectors_mcp.py checks that the
     text is json.dumps' on any JSON value."""
     plain = json.JSONEncoder(ensure_ascii=False)
     make = getattr(json.encoder, "c_make_encoder", None)

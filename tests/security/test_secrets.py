@@ -29,7 +29,15 @@ from pipelines.build import resolve_inputs, run_build
 from pipelines.config import PoolsConfig
 from schemas import iter_trajectories
 from schemas.agentworldbench import export_agentworldbench
-from tests.redaction_corpus import _card, _iban, _jwt, _pem_block, _phone, _url_password, _vendor_tokens
+from tests.helpers.redaction_corpus import (
+    _card,
+    _iban,
+    _jwt,
+    _pem_block,
+    _phone,
+    _url_password,
+    _vendor_tokens,
+)
 from worldline.llm import SyncLLMClient
 
 PROMPT_PASSWORDS = {
