@@ -12,7 +12,7 @@ import html
 import json
 from typing import Any
 
-from schemas.trajectory import Trajectory, Turn
+from schemas.trajectory import HTML_VIEW, Trajectory, Turn
 
 FOLD_CHARS = 1_500
 """Observations longer than this (or with more lines than FOLD_LINES) start folded in HTML."""
@@ -184,3 +184,6 @@ def trajectory_text(traj: Trajectory, *, clip: int = TEXT_CLIP_CHARS) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+HTML_VIEW[:] = [trajectory_html]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -555,9 +556,12 @@ class Trajectory:
         return len(self.turns)
 
     def _repr_html_(self) -> str:
-        from schemas.render import trajectory_html
+        return HTML_VIEW[0](self) if HTML_VIEW else f"<pre>{self!r}</pre>"
 
-        return trajectory_html(self)
+
+HTML_VIEW: list[Callable[[Trajectory], str]] = []
+"""The notebook view of a trajectory: `schemas.render` puts its `trajectory_html` here when it is
+imported (the `schemas` package imports it), so this module needs no import of the renderer."""
 
 
 def to_table(trajectories: list[Trajectory]) -> pa.Table:

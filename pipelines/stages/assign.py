@@ -16,7 +16,7 @@ import apache_beam as beam
 
 from pipelines.config import PoolsConfig
 from pipelines.minhash import stable_hash
-from pipelines.stages import Stage
+from pipelines.stages.contract import Stage
 from pipelines.stages.dedup import Fingerprint
 from schemas.trajectory import Source
 

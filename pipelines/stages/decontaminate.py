@@ -29,7 +29,7 @@ import pyarrow as pa
 from pipelines.config import EVAL_POOL, PoolsConfig
 from pipelines.minhash import NearDuplicateIndex, normalise, signatures
 from pipelines.ngrams import ContainmentIndex, ngram_hashes, text_grams
-from pipelines.stages import Stage
+from pipelines.stages.contract import Stage
 from pipelines.stages.spill import read_ipc
 from schemas.trajectory import Source, Trajectory
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from pipelines.config import PoolsConfig
 from pipelines.minhash import band_keys, normalise, stable_hash, union_find_clusters
-from pipelines.stages import Stage, tune_gc_for_bulk_work
+from pipelines.stages.contract import Stage, tune_gc_for_bulk_work
 from pipelines.stages.spill import join, read_ipc
 from schemas.trajectory import TRAJECTORY_SCHEMA, Trajectory
 

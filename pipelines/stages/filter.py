@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from pipelines import filters as flt
 from pipelines.config import PoolsConfig
-from pipelines.stages import Stage
+from pipelines.stages.contract import Stage
 from pipelines.stages.spill import removed_row
 from schemas.trajectory import Trajectory
 

@@ -22,7 +22,7 @@ from pipelines.inputs import (
     read_eval_ngrams,
     read_eval_turns,
 )
-from pipelines.stages import Stage
+from pipelines.stages.contract import Stage
 from schemas.shards import check_version
 from schemas.trajectory import SCHEMA_METADATA_KEY
 

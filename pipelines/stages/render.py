@@ -20,8 +20,8 @@ from pipelines.inputs import KnowledgeDoc
 from pipelines.minhash import normalise, signatures, stable_hash
 from pipelines.ngrams import ContainmentIndex, text_grams
 from pipelines.render import Lineage, cpt_row, knowledge_row, rl_row, sft_rows
-from pipelines.stages import Stage, tune_gc_for_bulk_work
 from pipelines.stages.assign import record_group
+from pipelines.stages.contract import Stage, tune_gc_for_bulk_work
 from pipelines.stages.decontaminate import training_grams
 from pipelines.stages.dedup import content_hash
 from pipelines.stages.spill import ASSIGNMENTS, REMOVED, read_ipc, removed_row, spill_runs

@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines import fs
 from pipelines.exports import write_export
 from pipelines.rows import EVAL_TURNS_SCHEMA
-from pipelines.stages import Stage
+from pipelines.stages.contract import Stage
 from pipelines.stages.spill import REMOVED, SORT_KEYS, TABLE_SCHEMAS, WORK_DIR, join, mkdirs, read_ipc
 
 STAGE = Stage(

@@ -16,20 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("schemas", "collectors", "curation_agents", "prompt_autoresearch", "pipelines", "worldline")
 
-ALLOWED_CYCLE_EDGES = {
-    # Trajectory._repr_html_ renders itself in notebooks through schemas.render, which renders
-    # Trajectory objects; the import is lazy and both modules are schemas/'s own.
-    ("schemas.trajectory", "schemas.render"),
-    # pipelines.stages.all_stages() collects each stage module's STAGE contract, and every stage
-    # module imports the Stage class from the package; the import in the package is lazy.
-    ("pipelines.stages", "pipelines.stages.assign"),
-    ("pipelines.stages", "pipelines.stages.decontaminate"),
-    ("pipelines.stages", "pipelines.stages.dedup"),
-    ("pipelines.stages", "pipelines.stages.filter"),
-    ("pipelines.stages", "pipelines.stages.read"),
-    ("pipelines.stages", "pipelines.stages.render"),
-    ("pipelines.stages", "pipelines.stages.write"),
-}
+ALLOWED_CYCLE_EDGES: set[tuple[str, str]] = set()
 """Edges left out of the cycle check, each a deliberate lazy import inside one package."""
 
 
