@@ -67,6 +67,13 @@ def collect_command(
         help="mcp: an origin (e.g. http://127.0.0.1:8931) a task's mcp.url may reach although it is on "
         "the loopback or a private network; repeatable, added to WORLDLINE_MCP_ALLOWED_URLS.",
     ),
+    search_allow_url: list[str] = typer.Option(
+        [],
+        "--search-allow-url",
+        help="search: an origin (e.g. http://127.0.0.1:8888) a task's search.url or web_extractor may "
+        "reach although it is on the loopback or a private network; repeatable, added to "
+        "WORLDLINE_SEARCH_ALLOWED_URLS.",
+    ),
 ) -> None:
     """Run tasks in sandboxes with a policy and write trajectories (resumable, atomic shards)."""
     if mcp_allow_url:
@@ -74,6 +81,10 @@ def collect_command(
 
         os.environ[ALLOWED_URLS_ENV] = " ".join(
             [os.environ.get(ALLOWED_URLS_ENV, ""), *mcp_allow_url]
+        ).strip()
+    if search_allow_url:
+        os.environ["WORLDLINE_SEARCH_ALLOWED_URLS"] = " ".join(
+            [os.environ.get("WORLDLINE_SEARCH_ALLOWED_URLS", ""), *search_allow_url]
         ).strip()
     try:
         shard_spec = parse_shard(shard) if shard else None

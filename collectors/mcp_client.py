@@ -15,11 +15,9 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import ipaddress
 import json
 import os
 import socket
-import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -35,6 +33,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 
 from collectors.mcp_servers import Launch
 from collectors.sandbox import SandboxError
+from collectors.url_policy import forbidden_address, origin_of
 
 DEFAULT_START_TIMEOUT_S = 30.0
 
@@ -50,7 +49,6 @@ URL_FIX = (
     f"an operator who trusts that server names its origin in {ALLOWED_URLS_ENV} "
     "(comma-separated, e.g. http://127.0.0.1:8931) or with `worldline collect --mcp-allow-url ORIGIN`"
 )
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class URLRefused(MCPServerError):
@@ -60,34 +58,6 @@ class URLRefused(MCPServerError):
     def __init__(self, message: str, unresolved: bool = False) -> None:
         super().__init__(message)
         self.unresolved = unresolved
-
-
-def forbidden_address(address: str) -> str | None:
-    """Why connecting to the IP `address` could reach this machine or its private networks (None when
-    it is a public unicast address): loopback, private, link-local (cloud metadata at 169.254.169.254),
-    multicast, unspecified, reserved or otherwise not globally routable; an IPv4-mapped or NAT64-style
-    IPv6 address is judged by the IPv4 address inside it."""
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    for kind in ("loopback", "unspecified", "link_local", "multicast", "private", "reserved"):
-        if getattr(ip, f"is_{kind}"):
-            return kind.replace("_", "-")
-    if not ip.is_global:
-        return "not globally routable"
-    return None
-
-
-def origin_of(url: str) -> tuple[str, str, int]:
-    """(scheme, lower-case host without brackets, port) of an http(s) URL; ValueError otherwise."""
-    parts = urllib.parse.urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    if scheme not in DEFAULT_PORTS:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL")
-    host = (parts.hostname or "").lower()
-    if not host:
-        raise ValueError(f"{url!r} names no host")
-    return scheme, host, parts.port or DEFAULT_PORTS[scheme]
 
 
 @dataclass(frozen=True)

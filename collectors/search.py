@@ -25,9 +25,18 @@ from collectors.environment import (
     out_of_action_space,
     parse_tool_call,
 )
-from collectors.search_backends import BackendError, LocalBackend, SearchBackend, SearxngBackend
+from collectors.search_backends import (
+    API_KEY_ENV_PREFIX,
+    URL_FIX,
+    BackendError,
+    LocalBackend,
+    SearchBackend,
+    SearxngBackend,
+    search_policy,
+)
 from collectors.search_conditions import ConditionError, Conditions
 from collectors.search_index import BUILD_FIX, DEFAULT_INDEX_DIR, Hit, LocalIndex, SearchIndexMissing
+from collectors.url_policy import URLNotAllowed
 from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
 
 DEFAULT_MAX_RESULTS = 10
@@ -178,6 +187,20 @@ class SearchEnvironment(Environment):
         for key in ("api_key", "api_key_env"):
             if key in cfg and not isinstance(cfg[key], str):
                 raise TaskError(f"{at}: field 'search.{key}' must be a string")
+        if backend == "http":
+            try:
+                search_policy().check_url(cfg["url"], resolve_failure_ok=True)
+            except URLNotAllowed as exc:
+                raise TaskError(f"{at}: field 'search.url': {exc}; {URL_FIX}") from exc
+            except ValueError as exc:  # the operator's own setting is malformed
+                raise TaskError(f"{at}: field 'search.url' cannot be checked: {exc}") from exc
+        key_env = cfg.get("api_key_env")
+        if isinstance(key_env, str) and not key_env.startswith(API_KEY_ENV_PREFIX):
+            raise TaskError(
+                f"{at}: field 'search.api_key_env' names {key_env!r}, which is not exposed to tasks; "
+                f"the operator exposes a search key as a variable starting with {API_KEY_ENV_PREFIX} "
+                f"(e.g. {API_KEY_ENV_PREFIX}KEY) and the task names that one, or the task gives search.api_key"
+            )
         for key in ("headers", "params"):
             if key in cfg and not isinstance(cfg[key], dict):
                 raise TaskError(f"{at}: field 'search.{key}' must be a JSON object")
@@ -217,7 +240,13 @@ class SearchEnvironment(Environment):
 
     def _backend(self, task: Task, cfg: dict[str, Any]) -> SearchBackend:
         if cfg.get("backend", "local") == "http":
-            return SearxngBackend.from_config(cfg)
+            backend = SearxngBackend.from_config(cfg)
+            try:
+                backend.check()  # a refused search URL is the episode's env_failure, with the reason
+            except URLNotAllowed as exc:
+                backend.close()
+                raise URLNotAllowed(f"task {task.id}: {exc}", exc.unresolved) from exc
+            return backend
         folder = Path(cfg["index"]) if "index" in cfg else DEFAULT_INDEX_DIR
         try:
             return LocalBackend(LocalIndex.open(folder))

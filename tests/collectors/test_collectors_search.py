@@ -555,20 +555,23 @@ class SearxHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def searx() -> Iterator[str]:
+def searx(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The fake SearXNG on the loopback, allowed as an operator would allow a local service."""
     SearxHandler.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), SearxHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    origin = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("WORLDLINE_SEARCH_ALLOWED_URLS", origin)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield origin
     finally:
         server.shutdown()
         server.server_close()
 
 
 def test_http_backend_speaks_the_searxng_json_api(searx: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SEARX_TEST_KEY", "s3cret")
+    monkeypatch.setenv("WORLDLINE_SEARCH_TEST_KEY", "s3cret")
     task = Task(
         id="h",
         instruction="x",
@@ -576,7 +579,7 @@ def test_http_backend_speaks_the_searxng_json_api(searx: str, monkeypatch: pytes
             "search": {
                 "backend": "http",
                 "url": searx,
-                "api_key_env": "SEARX_TEST_KEY",
+                "api_key_env": "WORLDLINE_SEARCH_TEST_KEY",
                 "conditions": {"hide_answer": "1,230 km"},
             }
         },
@@ -605,7 +608,8 @@ def test_http_backend_speaks_the_searxng_json_api(searx: str, monkeypatch: pytes
     assert all(s["auth"] == "Bearer s3cret" for s in SearxHandler.seen)
 
 
-def test_http_backend_that_is_down_is_an_observation(tmp_path: Path) -> None:
+def test_http_backend_that_is_down_is_an_observation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLDLINE_SEARCH_ALLOWED_URLS", "http://127.0.0.1:9")
     task = Task(
         id="down",
         instruction="x",
