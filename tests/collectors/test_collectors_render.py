@@ -75,13 +75,14 @@ def test_the_prompt_before_a_step_places_its_first_line_and_leaving_a_pager_show
     with env:
         env.reset(Task(id="p", instruction="x"))
         # The prompt changes with the directory: the echoed command wraps where it did on screen,
-        # after the prompt it was typed at (20 columns), not after the longer prompt that follows.
+        # after the prompt it was typed at (`agent@sandbox:/work$ `, 21 columns), not after the longer
+        # prompt that follows.
         command = "mkdir -p /work/a-longer-directory && cd /work/a-longer-directory && echo " + "x" * 120
         lines = env.step(Action(kind=ActionKind.COMMAND, text=command)).observation.text.split("\n")
-        assert lines[:2] == [command[:140], command[140:]]
-        assert lines[-1] == "root@sandbox:/work/a-longer-directory# "
+        assert lines[:2] == [command[:139], command[139:]]
+        assert lines[-1] == "agent@sandbox:/work/a-longer-directory$ "
         keys = [{"keystrokes": "seq 1 100 | less\n", "duration": 1.0}]
         env.step(Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys)))
         quit_keys = [{"keystrokes": "q", "duration": 0.5}]
         text = env.step(Action(kind=ActionKind.KEYSTROKES, text=json.dumps(quit_keys))).observation.text
-        assert text.endswith("root@sandbox:/work/a-longer-directory# ")  # back at the shell, as a user sees
+        assert text.endswith("agent@sandbox:/work/a-longer-directory$ ")  # back at the shell, as a user sees
