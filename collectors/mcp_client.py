@@ -16,8 +16,6 @@ import base64
 import contextlib
 import hashlib
 import json
-import os
-import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -33,7 +31,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 
 from collectors.mcp_servers import Launch
 from collectors.sandbox import SandboxError
-from collectors.url_policy import forbidden_address, origin_of
+from collectors.url_policy import OriginPolicy, URLNotAllowed
 
 DEFAULT_START_TIMEOUT_S = 30.0
 
@@ -76,58 +74,33 @@ class URLPolicy:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> URLPolicy:
         """The origins named in WORLDLINE_MCP_ALLOWED_URLS (comma- or space-separated)."""
-        text = (os.environ if environ is None else environ).get(ALLOWED_URLS_ENV, "")
-        allowed = set()
-        for item in text.replace(",", " ").split():
-            try:
-                allowed.add(origin_of(item))
-            except ValueError as exc:
-                raise ValueError(
-                    f"{ALLOWED_URLS_ENV}: {exc}; give origins such as http://127.0.0.1:8931"
-                ) from exc
-        return cls(frozenset(allowed))
+        return cls(OriginPolicy.from_env(ALLOWED_URLS_ENV, environ).allowed)
+
+    @property
+    def origins(self) -> OriginPolicy:
+        """The same origins as the address rule shared with the search domain (collectors.url_policy)."""
+        return OriginPolicy(self.allowed, ALLOWED_URLS_ENV)
 
     def allows(self, host: str, port: int) -> bool:
         """Whether the operator named an origin on this host and port."""
-        host = host.lower().strip("[]")
-        return any(h == host and p == port for _, h, p in self.allowed)
+        return self.origins.allows(host, port)
 
     def check_url(self, url: str, *, resolve_failure_ok: bool = False) -> None:
         """Raise URLRefused unless `url` may be reached. With `resolve_failure_ok`, a host name that
         does not resolve now passes (task validation: connecting will check it again)."""
         try:
-            scheme, host, port = origin_of(url)
-        except ValueError as exc:
-            raise URLRefused(str(exc)) from exc
-        if (scheme, host, port) in self.allowed:
-            return
-        try:
-            resolve_checked(host, port, URLPolicy())  # not an allowed origin: every address must be public
-        except URLRefused as exc:
-            if resolve_failure_ok and exc.unresolved:
-                return
-            raise
+            self.origins.check_url(url, resolve_failure_ok=resolve_failure_ok)
+        except URLNotAllowed as exc:
+            raise URLRefused(str(exc), unresolved=exc.unresolved) from exc
 
 
 def resolve_checked(host: str, port: int, policy: URLPolicy) -> list[str]:
     """The addresses of `host` (an IP literal is its own), each one checked; URLRefused naming the
     first forbidden address, or saying the name does not resolve."""
-    host = host.strip("[]")
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise URLRefused(f"the host {host!r} does not resolve ({exc})", unresolved=True) from exc
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if policy.allows(host, port):
-        return addresses
-    for address in addresses:
-        why = forbidden_address(address)
-        if why is not None:
-            shown = host if host == address else f"{host} (which resolves to {address})"
-            raise URLRefused(f"{shown} is not a public address ({why}), and a task may not reach it")
-    if not addresses:
-        raise URLRefused(f"the host {host!r} has no address", unresolved=True)
-    return addresses
+        return policy.origins.resolve_checked(host, port)
+    except URLNotAllowed as exc:
+        raise URLRefused(str(exc), unresolved=exc.unresolved) from exc
 
 
 class GuardedBackend(httpcore2.AsyncNetworkBackend):
