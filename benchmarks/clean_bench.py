@@ -146,8 +146,8 @@ def child_ours(inputs: Path, out: Path, workers: int) -> dict[str, float]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import pyarrow as pa
 
+    from curation_agents.clean_run import CleanRun
     from curation_agents.model import CleanConfig
-    from curation_agents.runner import CleanRun
 
     # pyarrow imports pandas on its first conversion of Python objects (~0.3 s, ~50 MB): do that here,
     # with the other imports, so the timed run holds no import at all.

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from collectors import engine
-from collectors.runner import CollectConfig, collect
+from collectors.collection import CollectConfig, collect
 from collectors.sandbox import Sandbox, SandboxLimits
 from collectors.shell import PersistentShell
 

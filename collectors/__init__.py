@@ -1,1 +1,1 @@
-"""Sandboxed environments, policies and the collection runner that records agent trajectories."""
+"""Sandboxed environments, policies and the collection job that records agent trajectories."""

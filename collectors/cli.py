@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from collectors.collection import CollectConfig, CollectError, collect, merge_shards, parse_shard
 from collectors.environment import TaskError, collector_domains
 from collectors.policies import POLICIES
-from collectors.runner import CollectConfig, CollectError, collect, merge_shards, parse_shard
 from collectors.sandbox import SandboxLimits
 
 console = Console(stderr=True)

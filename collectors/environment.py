@@ -141,11 +141,11 @@ class ResetResult:
     simulation_instruction: str | None = None
 
 
-# StepResult.info keys the runner acts on, for every domain:
-# - INFO_SYNC_LOST: str, why later observations could not be attributed to their actions; the runner
+# StepResult.info keys the collection job acts on, for every domain:
+# - INFO_SYNC_LOST: str, why later observations could not be attributed to their actions; the collection job
 #   keeps this turn and ends the trajectory as env_failure with that reason.
 # - INFO_EPISODE_END: {"status": "complete" | "env_failure", "reason": str}; the environment cannot take
-#   another action (the agent exited the shell, the shell was killed, the sandbox died); the runner keeps
+#   another action (the agent exited the shell, the shell was killed, the sandbox died); the collection job keeps
 #   this turn and ends the trajectory with that status.
 INFO_SYNC_LOST = "sync_lost"
 INFO_EPISODE_END = "episode_end"
@@ -165,7 +165,7 @@ class StepResult:
 
 @dataclass(frozen=True)
 class EnvironmentOptions:
-    """What the runner passes to every environment it creates."""
+    """What the collection job passes to every environment it creates."""
 
     client: DockerClient | None = None  # None when no task of the run needs the container engine
     limits: SandboxLimits = field(default_factory=SandboxLimits)
@@ -227,7 +227,7 @@ class Environment(ABC):
 
     def interrupt(self) -> None:
         """Called from another thread when the episode's wall-clock deadline passes: make a blocked
-        `reset` or `step` return (or raise) soon. The default closes the environment; the runner still
+        `reset` or `step` return (or raise) soon. The default closes the environment; the collection job still
         calls `close()` afterwards."""
         self.close()
 
@@ -241,7 +241,7 @@ class Environment(ABC):
     def _start_sandbox(self, task: Task) -> Sandbox:
         if self.options.client is None:
             raise SandboxError(
-                f"task {task.id}: the {self.domain.value} domain needs the container engine, but the runner "
+                f"task {task.id}: the {self.domain.value} domain needs the container engine, but the collection job "
                 "was started without one"
             )
         image = task.image or self.default_image
@@ -294,7 +294,7 @@ class ShellEnvironment(Environment):
         self.recorder: AsciicastWriter | None = None
 
     def _start_shell(self, sandbox: Sandbox, task: Task, workdir: str = WORK_DIR) -> str:
-        """Open the shell (and its recording when the runner asked for one); returns the first prompt."""
+        """Open the shell (and its recording when the collection job asked for one); returns the first prompt."""
         if self.options.cast_path is not None:
             self.recorder = AsciicastWriter(
                 self.options.cast_path, cols=self.screen_cols, rows=self.screen_rows, title=task.id

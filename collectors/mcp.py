@@ -543,10 +543,10 @@ class MCPEnvironment(Environment):
         return f"\nserver stderr (last lines):\n{text[-STDERR_TAIL_CHARS:]}" if text else ""
 
     def interrupt(self) -> None:
-        """The episode's deadline passed (called from the runner's timer thread): the tool call in
+        """The episode's deadline passed (called from the collection job's timer thread): the tool call in
         flight returns at once as an error observation and the session refuses more calls. The
         session's event loop belongs to the episode's thread, so closing it from here is left to the
-        runner's `close()`."""
+        collection job's `close()`."""
         connection = self.connection
         if connection is not None:
             connection.interrupt("the episode's wall-clock deadline passed")

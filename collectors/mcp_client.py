@@ -6,7 +6,7 @@ and the tool results rendered as the client received them.
 caller task, started once the session is open, runs every request of the episode. The caller's thread
 hands it one request and runs the loop until that request is answered (see `MCPConnection._request`).
 The SDK's anyio cancel scopes are thus entered and left by the tasks that own them, and N episodes in N
-runner threads are N independent loops and servers.
+collection threads are N independent loops and servers.
 """
 
 from __future__ import annotations

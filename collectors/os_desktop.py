@@ -516,7 +516,7 @@ class DesktopEnvironment(GuiEnvironment):
     """One private desktop session per task with the task's GTK applications."""
 
     domain = Domain.OS
-    default_image = DESKTOP_IMAGE  # the runner checks it is built before the run starts
+    default_image = DESKTOP_IMAGE  # the collection job checks it is built before the run starts
     action_space = ACTION_SPACE
     config_fields = frozenset({"apps", "settle_s"})
 

@@ -1,7 +1,7 @@
 """Turning terminal bytes into observation text, and recording sessions as asciicast v2 files.
 
 A recording is redacted before it is published (worldline.redaction): secrets in the output stream,
-and input the terminal did not echo. What was typed without echo stays in memory for the runner to
+and input the terminal did not echo. What was typed without echo stays in memory for the collection job to
 take out of the trajectory (`take_redactions`); it is never written anywhere.
 """
 
@@ -21,7 +21,7 @@ import pyte
 from schemas.atomic import publish_file, temp_path
 from worldline.redaction.records import redact_cast_file
 
-# Per published recording: (texts typed without echo, redactions per class), until the runner takes them.
+# Per published recording: (texts typed without echo, redactions per class), until the collection job takes them.
 _REDACTIONS: dict[Path, tuple[list[str], Counter[str]]] = {}
 _REDACTIONS_LOCK = threading.Lock()
 

@@ -194,7 +194,7 @@ class Sandbox:
         try:
             host_config = client.api.create_host_config(
                 # The main process ends at the time-to-live; auto_remove then deletes the container, so a
-                # sandbox outlives a SIGKILLed runner by at most ttl_s.
+                # sandbox outlives a SIGKILLed collection job by at most ttl_s.
                 auto_remove=True,
                 network_mode="bridge" if limits.network else "none",
                 mem_limit=f"{limits.memory_mb}m",

@@ -21,7 +21,7 @@ before `read`, only makes the collector look early.
 What a task can still do: replace the terminal's bash with another bash (`exec bash`): that bash's
 prompts are real prompts and are confirmed. Replace it with something else (`exec sh`, a fake shell in
 Python), or leave the terminal at a program that never returns to bash's prompt: the step is never
-confirmed; after the time limit and Ctrl-C it says `sync_lost` and the runner ends the trajectory
+confirmed; after the time limit and Ctrl-C it says `sync_lost` and the collection job ends the trajectory
 with that reason. Print output right after its own command returns, from a background job: that output
 is shown with the next step, as on a real terminal, and counted as late output. A process of the
 sandbox cannot read or write the shell's memory (the shell runs from an execute-only copy of bash, so it

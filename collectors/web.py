@@ -490,7 +490,7 @@ class WebEnvironment(GuiEnvironment):
         if self.browser is None:
             if self.options.client is None:
                 raise SandboxError(
-                    f"task {task.id}: the web domain runs its browser in a sandbox, but the runner was "
+                    f"task {task.id}: the web domain runs its browser in a sandbox, but the collection was "
                     "started without the container engine"
                 )
             base = self.options.limits.with_overrides(task.limits)

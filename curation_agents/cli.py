@@ -67,7 +67,7 @@ def clean(
     records are skipped and each record is written once.
     """
     from curation_agents.llm_stages import llm_available
-    from curation_agents.redact import parse_pii_classes
+    from worldline.redaction.detect import parse_pii_classes
 
     try:
         pii_classes = parse_pii_classes(pii)
@@ -100,7 +100,7 @@ def clean(
             progress.update(task, completed=files_done, total=files_total, records=records)
 
         # LangGraph loads only when a clean actually runs, so `worldline --help` stays quick.
-        from curation_agents.runner import CleanRun
+        from curation_agents.clean_run import CleanRun
 
         try:
             summary = CleanRun(

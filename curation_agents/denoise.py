@@ -1,6 +1,6 @@
 """Denoise: render terminal recordings into what a person saw, normalise tool output, redact secrets.
 
-Redaction happens as early as possible: the runner redacts a decoded record before the graph sees it,
+Redaction happens as early as possible: the cleaning run redacts a decoded record before the graph sees it,
 and ingest renders and redacts a terminal recording (`redact_record`) before returning, so neither the
 graph state nor a checkpoint of it ever holds a secret. Denoise then normalises tool output
 (`normalise_record`), which can reveal text that escape codes had split, and redacts that again;
@@ -18,15 +18,15 @@ from collections import Counter
 from typing import Any
 
 from curation_agents.model import ParsedRecord
-from curation_agents.redact import (
+from curation_agents.shell_prompts import NO_ECHO_PROMPT, split_after_no_echo
+from curation_agents.terminal_screen import TerminalScreen, clean_tool_output
+from worldline.redaction.detect import (
     DEFAULT_PII,
     PemBlockFilter,
     redact,
     redact_lines,
     redact_text_or_json,
 )
-from curation_agents.shell_prompts import NO_ECHO_PROMPT, split_after_no_echo
-from curation_agents.terminal_screen import TerminalScreen, clean_tool_output
 from worldline.redaction.records import mask_unechoed_input
 
 # A transcript item: [kind ("i" | "r" | "end"), seconds, input data, current line, finished lines, fullscreen]

@@ -38,11 +38,11 @@ from curation_agents.model import (
     as_trajectory,
 )
 from curation_agents.reader import is_file_payload
-from curation_agents.redact import redact, redact_json
 from curation_agents.score import score_episode
 from curation_agents.segment import segment_record
 from schemas import Trajectory
 from schemas.reasons import ReasonCode
+from worldline.redaction.detect import redact, redact_json
 
 NodeFn = Callable[[CleanState], dict[str, Any]]
 
@@ -152,7 +152,7 @@ def build_graph(config: CleanConfig, curator: Any = None, checkpointer: Any = No
             raise StageFailure(ReasonCode(failure["reason"]), failure["detail"])
         payload = state["payload"]
         counts: Counter[str] = Counter(state.get("redaction_kinds") or {})
-        # A decoded payload is redacted before it is parsed (the runner does it before checkpointing).
+        # A decoded payload is redacted before it is parsed (the cleaning run does it before checkpointing).
         from_file = is_file_payload(payload)
         if not from_file and not state.get("payload_redacted"):
             payload = redact_json(payload, counts, pii)

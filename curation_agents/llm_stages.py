@@ -193,7 +193,7 @@ class LLMCurator:
         return float(score), [str(r)[:200] for r in reasons] if isinstance(reasons, list) else []
 
     def report(self) -> dict[str, Any]:
-        """This process's LLM use, for the run summary (runner.merge_llm_reports adds workers up)."""
+        """This process's LLM use, for the run summary (clean_run.merge_llm_reports adds workers up)."""
         totals = self.client.usage.get("totals", {})
         return {
             "calls": int(totals.get("calls", 0)),

@@ -153,7 +153,7 @@ class CleanState(TypedDict, total=False):
 
     record: RecordRef
     payload: Any  # the raw record: decoded JSON, a text body, or terminal events
-    payload_redacted: bool  # the runner already redacted a decoded payload (before checkpointing it)
+    payload_redacted: bool  # the cleaning run already redacted a decoded payload (before checkpointing it)
     parsed: ParsedRecord
     redactions: int
     redaction_kinds: dict[str, int]

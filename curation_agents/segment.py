@@ -17,8 +17,8 @@ from typing import Any
 from curation_agents.formats.common import source_time
 from curation_agents.formats.common import turn as make_turn
 from curation_agents.model import CleanConfig, ParsedRecord, RawTurn
-from curation_agents.redact import marker, redact
 from curation_agents.shell_prompts import NO_ECHO_PROMPT, PROMPT
+from worldline.redaction.detect import marker, redact
 
 LOOSE_PROMPT = re.compile(r"^[#$%] ")
 CONTINUATION_PROMPTS = frozenset({">", "...", "->"})

@@ -33,21 +33,21 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from curation_agents.clean_run import (
+    QUARANTINE_DIR,
+    QUARANTINE_PARTS,
+    GraphSession,
+    record_ref,
+)
 from curation_agents.formats.terminal import timing_header
 from curation_agents.model import CleanConfig
 from curation_agents.reader import discover, iter_records, root_labels
-from curation_agents.redact import parse_pii_classes, redact
-from curation_agents.runner import (
-    QUARANTINE_DIR,
-    QUARANTINE_PARTS,
-    GraphRunner,
-    record_ref,
-)
 from pipelines.runners import runner_for
 from schemas import TRAJECTORY_SCHEMA, Trajectory
 from schemas.atomic import atomic_write_json
 from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA
 from schemas.shards import TRAJECTORY_DIR
+from worldline.redaction.detect import parse_pii_classes, redact
 
 ACCEPTED = "accepted"
 QUARANTINED = "quarantined"
@@ -123,10 +123,10 @@ class CleanFileFn(beam.DoFn):
 
     def __init__(self, config: CleanConfig) -> None:
         self.config = config
-        self.runner: GraphRunner | None = None
+        self.runner: GraphSession | None = None
 
     def setup(self) -> None:
-        self.runner = GraphRunner(self.config, None)
+        self.runner = GraphSession(self.config, None)
 
     def process(self, element: tuple[str, str]) -> Iterator[Any]:
         path, dataset_path = element

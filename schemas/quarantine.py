@@ -32,7 +32,7 @@ CLEAN_QUARANTINE_SCHEMA = pa.schema(
     ],
     metadata={b"worldline.content": b"curation quarantine"},
 )
-"""The cleaner's quarantine (`curation_agents.runner`, `pipelines.clean_beam`)."""
+"""The cleaner's quarantine (`curation_agents.clean_run`, `pipelines.clean_beam`)."""
 
 POOL_QUARANTINE_FIELDS: tuple[pa.Field, ...] = (
     pa.field("record_id", pa.string(), nullable=False),

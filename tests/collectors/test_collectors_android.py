@@ -19,9 +19,9 @@ from uiautomator2.exceptions import AppNotFoundError, ConnectError
 
 from collectors import android
 from collectors.android import AndroidEnvironment, parse_hierarchy
+from collectors.collection import CollectConfig, collect
 from collectors.environment import EnvironmentOptions, Task, TaskError, load_tasks
 from collectors.gui_common import EnvFailure
-from collectors.runner import CollectConfig, collect
 from schemas import Action, ActionKind, TrajectoryStatus, iter_trajectories
 from tests.helpers.fakellm import FakeReply, FakeToolCall
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from collectors.collection import CollectConfig, CollectError, collect
 from collectors.doctor import run_checks
 from collectors.environment import (
     Check,
@@ -27,7 +28,6 @@ from collectors.environment import (
     load_tasks,
     parse_tool_call,
 )
-from collectors.runner import CollectConfig, CollectError, collect
 from collectors.terminal import TerminalEnvironment
 from schemas import (
     Action,

@@ -11,8 +11,8 @@ import pytest
 from docker import DockerClient
 
 from collectors import engine
+from collectors.collection import CollectConfig, collect
 from collectors.environment import INFO_EPISODE_END, EnvironmentOptions, Task
-from collectors.runner import CollectConfig, collect
 from collectors.sandbox import SandboxLimits
 from collectors.terminal import TerminalEnvironment
 from schemas import Action, ActionKind, Trajectory, TrajectoryStatus, iter_trajectories

@@ -25,13 +25,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from collectors import engine
+from collectors.collection import CollectConfig, CollectError, collect
 from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
 from collectors.mcp import ArgumentCheck, MCPEnvironment, MCPServerError, render_tool_result
 from collectors.mcp_client import ALLOWED_URLS_ENV, MCPConnection, write_json
 from collectors.mcp_seed import SeedRefused, write_file
 from collectors.mcp_servers import BUNDLED, Launch
-from collectors.runner import CollectConfig, CollectError, collect
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
 from schemas import TrajectoryStatus, iter_trajectories
 from tests.helpers.fakellm import FakeReply, FakeToolCall

@@ -16,10 +16,10 @@ import pytest
 from docker import DockerClient
 
 from collectors import engine
+from collectors.collection import CollectConfig, collect
 from collectors.environment import EnvironmentOptions, Task, TaskError, load_tasks
 from collectors.gui_common import ActionSyntaxError, EnvFailure
 from collectors.os_desktop import DESKTOP_IMAGE, DesktopEnvironment, DesktopSession, render_tree, xdotool_key
-from collectors.runner import CollectConfig, collect
 from collectors.sandbox import SandboxLimits
 from schemas import Action, ActionKind, TrajectoryStatus, iter_trajectories
 from tests.helpers.fakellm import FakeReply, FakeToolCall

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.runner import CollectConfig, collect
+from collectors.collection import CollectConfig, collect
 from schemas import Trajectory, TrajectoryStatus, iter_trajectories
 from tests.helpers.fakellm import FakeReply, FakeToolCall
 

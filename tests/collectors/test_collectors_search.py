@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from collectors.collection import CollectConfig, collect
 from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
-from collectors.runner import CollectConfig, collect
 from collectors.search import SearchEnvironment, render_hits
 from collectors.search_backends import html_to_markdown
 from collectors.search_conditions import ConditionError, Conditions

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collectors import engine
-from collectors.runner import (
+from collectors.collection import (
     ATTEMPTS_DIR,
     CollectConfig,
     CollectError,

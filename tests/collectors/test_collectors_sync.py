@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collectors import engine
+from collectors.collection import CollectConfig, collect
 from collectors.environment import INFO_SYNC_LOST, EnvironmentOptions, Task
-from collectors.runner import CollectConfig, collect
 from collectors.sandbox import SandboxLimits
 from collectors.shell import MarkerFilter
 from collectors.terminal import TerminalEnvironment

@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collectors import engine
+from collectors.collection import CollectConfig, collect
 from collectors.environment import EnvironmentOptions, Task, TaskError, load_tasks
 from collectors.gui_common import (
     ActionSyntaxError,
@@ -28,7 +29,6 @@ from collectors.gui_common import (
     parse_call,
     state_hash,
 )
-from collectors.runner import CollectConfig, collect
 from collectors.web import BrowserSandbox, WebEnvironment
 from schemas import Action, ActionKind, TrajectoryStatus, iter_trajectories
 from tests.helpers.fakellm import FakeReply, FakeToolCall

@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from curation_agents.clean_run import CleanRun
 from curation_agents.model import CleanConfig
-from curation_agents.runner import CleanRun
 from pipelines.clean_beam import run
 from schemas import TRAJECTORY_SCHEMA, iter_trajectories
 

@@ -18,15 +18,20 @@ from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph
 
 from curation_agents import denoise, segment
+from curation_agents.clean_run import CleanRun, GraphSession, checkpoint_thread_id, record_ref
 from curation_agents.executor import DirectGraphExecutor, UnsupportedGraph
 from curation_agents.formats.terminal import loads_event_line
 from curation_agents.graph import _depth_exceeds, build_graph
 from curation_agents.model import CleanConfig
 from curation_agents.reader import discover, iter_records
-from curation_agents.redact import (
+from curation_agents.score import BINARY_NOISE, _binary_noise_count
+from curation_agents.terminal_screen import TerminalScreen
+from schemas import Action, ActionKind, ObservationFormat
+from worldline.redaction.detect import (
     _COMBINED,
     _NEEDLE,
     _NEEDLE_DFA,
+    _STRUCTURED_GATE,
     PII_CLASSES,
     PemBlockFilter,
     _pii_possible,
@@ -35,11 +40,6 @@ from curation_agents.redact import (
     redact,
     redact_lines,
 )
-from curation_agents.runner import CleanRun, GraphRunner, checkpoint_thread_id, record_ref
-from curation_agents.score import BINARY_NOISE, _binary_noise_count
-from curation_agents.terminal_screen import TerminalScreen
-from schemas import Action, ActionKind, ObservationFormat
-from worldline.redaction.detect import _STRUCTURED_GATE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -78,9 +78,9 @@ def test_direct_executor_ends_in_the_same_state_as_langgraph_on_every_fixture(ma
     assert outcomes == {True, False}  # both branches of every conditional edge were walked
 
 
-def test_runner_uses_the_direct_executor_only_without_checkpoints(tmp_path: Path) -> None:
-    assert GraphRunner(CleanConfig(), None).direct is not None
-    checkpointed = GraphRunner(CleanConfig(), tmp_path / "ck.sqlite")
+def test_graph_session_uses_the_direct_executor_only_without_checkpoints(tmp_path: Path) -> None:
+    assert GraphSession(CleanConfig(), None).direct is not None
+    checkpointed = GraphSession(CleanConfig(), tmp_path / "ck.sqlite")
     try:
         assert checkpointed.direct is None
     finally:
@@ -108,9 +108,9 @@ def test_a_checkpoint_holding_trajectories_in_json_form_resumes_at_score(tmp_pat
     config = CleanConfig(licence="MIT")
     (raw,) = list(iter_records(path, config.limits))
     ref = record_ref(raw, path, path.name)
-    expected = GraphRunner(config, None).run(raw, ref)
+    expected = GraphSession(config, None).run(raw, ref)
     assert expected.trajectories
-    runner = GraphRunner(config, tmp_path / "ck.sqlite")
+    session = GraphSession(config, tmp_path / "ck.sqlite")
     thread = {"configurable": {"thread_id": checkpoint_thread_id(ref["key"])}}
     after_align = {
         "record": ref,
@@ -118,15 +118,15 @@ def test_a_checkpoint_holding_trajectories_in_json_form_resumes_at_score(tmp_pat
         "quarantine": [],
         "failed": False,
     }
-    runner.graph.update_state(thread, after_align, as_node="align")
-    assert runner.graph.get_state(thread).next == ("score",)
-    outcome = runner.run(raw, ref)
+    session.graph.update_state(thread, after_align, as_node="align")
+    assert session.graph.get_state(thread).next == ("score",)
+    outcome = session.run(raw, ref)
     assert [t.to_json() for t in outcome.trajectories] == expected.accepted
     # A record that finished before a kill, its accepted episodes stored in JSON form, is not rerun.
-    runner.graph.update_state(thread, {"accepted": expected.accepted}, as_node="accept")
-    assert not runner.graph.get_state(thread).next
-    outcome = runner.run(raw, ref)
-    runner.close()
+    session.graph.update_state(thread, {"accepted": expected.accepted}, as_node="accept")
+    assert not session.graph.get_state(thread).next
+    outcome = session.run(raw, ref)
+    session.close()
     assert [t.to_json() for t in outcome.trajectories] == expected.accepted
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from curation_agents.clean_run import CleanRun
 from curation_agents.denoise import denoise_record
 from curation_agents.formats.terminal import parse_asciicast
 from curation_agents.model import CleanConfig, Limits
-from curation_agents.runner import CleanRun
 from curation_agents.segment import segment_record
 from schemas import ActionKind, Domain, SourceKind, iter_trajectories
 from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA

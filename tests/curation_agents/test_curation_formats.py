@@ -9,9 +9,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from curation_agents.clean_run import CleanRun
 from curation_agents.formats.common import content_text
 from curation_agents.model import CleanConfig
-from curation_agents.runner import CleanRun
 from schemas import Trajectory, iter_trajectories
 
 

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from curation_agents.clean_run import GraphSession, checkpoint_thread_id, record_ref
 from curation_agents.graph import build_graph
 from curation_agents.llm_stages import LLMCurator
 from curation_agents.model import CleanConfig
 from curation_agents.reader import iter_records
-from curation_agents.runner import GraphRunner, checkpoint_thread_id, record_ref
 from schemas import Domain, Trajectory
 from worldline.llm import SyncLLMClient
 
@@ -99,18 +99,18 @@ def test_checkpointed_record_resumes_after_the_failed_stage(tmp_path: Path, fake
     path = _generic_tool_log(tmp_path / "log.json")
     (raw,) = list(iter_records(path, CleanConfig().limits))
     ref = record_ref(raw, path, path.name)
-    runner = GraphRunner(
+    session = GraphSession(
         CleanConfig(), tmp_path / "ck.sqlite", FlakyCurator(SyncLLMClient(fake_llm.config()))
     )
     try:
-        runner.run(raw, ref)
+        session.run(raw, ref)
     except KeyboardInterrupt:
         pass
     # The record's ingest..segment results are checkpointed; resuming needs no payload at all.
-    runner2 = GraphRunner(
+    session2 = GraphSession(
         CleanConfig(), tmp_path / "ck.sqlite", FlakyCurator(SyncLLMClient(fake_llm.config()))
     )
-    snapshot = runner2.graph.get_state({"configurable": {"thread_id": checkpoint_thread_id(ref["key"])}})
+    snapshot = session2.graph.get_state({"configurable": {"thread_id": checkpoint_thread_id(ref["key"])}})
     assert snapshot.next == ("align",)
-    outcome = runner2.run(dataclasses.replace(raw, payload=None), ref)
+    outcome = session2.run(dataclasses.replace(raw, payload=None), ref)
     assert len(outcome.accepted) == 1 and calls["n"] == 2

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from curation_agents.clean_run import CleanRun
 from curation_agents.llm_stages import _preview, sample_turn_indices
 from curation_agents.model import CleanConfig
-from curation_agents.runner import CleanRun
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, Source, SourceKind, Trajectory, Turn
 
 

@@ -12,19 +12,19 @@ import pyte
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from curation_agents.clean_run import GraphSession, record_ref
 from curation_agents.model import CleanConfig, Limits
 from curation_agents.reader import iter_records
-from curation_agents.redact import redact
-from curation_agents.runner import GraphRunner, record_ref
 from curation_agents.terminal_screen import TerminalScreen
 from tests.curation_agents.test_curation_fastpaths import _secretish_text as secretish_text
+from worldline.redaction.detect import redact
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SEEDS = [p for d in ("public", "terminal") for p in sorted((FIXTURES / d).iterdir()) if p.suffix != ".md"]
 SEED_BYTES = {p.name: p.read_bytes()[:20_000] for p in SEEDS}
 LIMITS = Limits(max_record_bytes=256 * 1024, max_json_depth=64, max_events=20_000, max_turns=2_000)
 CONFIG = CleanConfig(limits=LIMITS)
-RUNNER = GraphRunner(CONFIG, None)
+RUNNER = GraphSession(CONFIG, None)
 SETTINGS = settings(
     max_examples=60,
     deadline=None,

@@ -14,11 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curation_agents import runner as runner_module
+from curation_agents import clean_run as clean_run_module
+from curation_agents.clean_run import CleanRun
 from curation_agents.denoise import render_transcript
 from curation_agents.llm_stages import LLMCurator
 from curation_agents.model import CleanConfig
-from curation_agents.redact import (
+from tests.helpers.redaction_corpus import build_corpus
+from worldline.llm import SyncLLMClient
+from worldline.redaction.detect import (
     _PII,
     PII_CLASSES,
     PemBlockFilter,
@@ -28,9 +31,6 @@ from curation_agents.redact import (
     redact_json,
     redact_text_or_json,
 )
-from curation_agents.runner import CleanRun
-from tests.helpers.redaction_corpus import build_corpus
-from worldline.llm import SyncLLMClient
 
 SEEDS = range(6)
 
@@ -217,7 +217,7 @@ def test_no_secret_reaches_shards_quarantine_summary_checkpoint_or_llm(
         lambda req: '{"domain": "terminal", "score": 0.9, "why": "shell", "reasons": ["ok"]}'
     )
     monkeypatch.setattr(
-        runner_module,
+        clean_run_module,
         "_make_curator",
         lambda budget=None: LLMCurator(SyncLLMClient(fake_llm.config(cache_path=None))),
     )

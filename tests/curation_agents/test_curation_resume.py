@@ -106,7 +106,7 @@ def test_parallel_workers_open_a_prepared_checkpoint_database_without_locking(tm
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from curation_agents.runner import prepare_checkpoints
+    from curation_agents.clean_run import prepare_checkpoints
 
     errors: list[BaseException] = []
     for trial in range(30):

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from curation_agents.clean_run import CleanRun
 from curation_agents.formats.common import ExpansionGuard
 from curation_agents.model import CleanConfig, Limits
 from curation_agents.reader import discover, iter_lines, iter_records, root_labels
-from curation_agents.runner import CleanRun
 from curation_agents.terminal_screen import screen_text
 
 

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from curation_agents.clean_run import CleanRun
 from curation_agents.denoise import denoise_record
 from curation_agents.formats.terminal import parse_asciicast, parse_typescript
 from curation_agents.model import CleanConfig, Limits, RawTurn
 from curation_agents.reader import iter_records
-from curation_agents.redact import redact
-from curation_agents.runner import CleanRun
 from curation_agents.segment import segment_record, split_episodes
 from curation_agents.terminal_screen import screen_text
 from curation_agents.turn_rules import skip_retry_cycles, strip_empty_actions
 from schemas import Action, ActionKind, Domain, Observation, Source, Trajectory, Turn, iter_trajectories
+from worldline.redaction.detect import redact
 
 
 def _cast(path: Path, events: list[list], version: int = 2) -> Path:

@@ -14,10 +14,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from curation_agents.clean_run import CleanRun
 from curation_agents.denoise import render_transcript
 from curation_agents.formats.terminal import parse_typescript
 from curation_agents.model import CleanConfig, Limits
-from curation_agents.runner import CleanRun
 from curation_agents.segment import segment_transcript
 from tests.helpers.pty_recorder import CLEAR_KEYS, REPL_KEYS, TYPE_AHEAD_KEYS, record
 

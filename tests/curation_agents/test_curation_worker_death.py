@@ -17,8 +17,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from curation_agents.clean_run import QUARANTINE_DIR, CleanRun
 from curation_agents.model import CleanConfig
-from curation_agents.runner import QUARANTINE_DIR, CleanRun
 from tests.curation_agents.test_curation_robustness import _chat_line
 
 pytestmark = [

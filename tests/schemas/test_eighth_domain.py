@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from collectors.runner import CollectConfig, collect
+from collectors.collection import CollectConfig, collect
 from schemas import ActionKind, Domain, DomainSpec, TrajectoryStatus, iter_trajectories, register_domain
 from schemas.agentworldbench import read_samples, role_preamble, sample_to_trajectory
 from schemas.domains import unregister_domain

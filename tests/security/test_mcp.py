@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from collectors import engine
-from collectors.runner import CollectConfig, CollectError, collect
+from collectors.collection import CollectConfig, CollectError, collect
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
 from schemas import TrajectoryStatus, iter_trajectories
 from schemas.shards import iter_record_batches

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from collectors.collection import CollectConfig, CollectError, collect
 from collectors.environment import Task
 from collectors.mcp import MCPEnvironment
 from collectors.mcp_client import ALLOWED_URLS_ENV, URLPolicy, URLRefused, guarded_http_client
-from collectors.runner import CollectConfig, CollectError, collect
 from schemas import TrajectoryStatus, iter_trajectories
 from tests.security.canary import HostCanary
 from tests.security.test_mcp import produced_texts

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from collectors import engine
+from collectors.collection import CollectConfig, collect
 from collectors.environment import Task, TaskError
 from collectors.os_desktop import DesktopEnvironment
-from collectors.runner import CollectConfig, collect
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
 from schemas import Trajectory, TrajectoryStatus, iter_trajectories
 from schemas.shards import iter_record_batches

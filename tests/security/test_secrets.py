@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from collectors.collection import CollectConfig, collect
 from collectors.recording import AsciicastWriter, remove_unpublished, take_redactions
-from collectors.runner import CollectConfig, collect
-from curation_agents import runner as runner_module
+from curation_agents import clean_run as clean_run_module
 from curation_agents.agentworldbench_import import import_agentworldbench
+from curation_agents.clean_run import CleanRun
 from curation_agents.llm_stages import LLMCurator
 from curation_agents.model import CleanConfig
-from curation_agents.runner import CleanRun
 from pipelines.build import resolve_inputs, run_build
 from pipelines.config import PoolsConfig
 from schemas import iter_trajectories
@@ -198,7 +198,7 @@ def test_cleaned_traces_the_awb_import_llm_requests_pools_and_exports_hold_no_pl
         lambda req: '{"domain": "terminal", "score": 0.9, "why": "shell", "reasons": ["ok"]}'
     )
     monkeypatch.setattr(
-        runner_module,
+        clean_run_module,
         "_make_curator",
         lambda budget=None: LLMCurator(SyncLLMClient(fake_llm.config(cache_path=None))),
     )

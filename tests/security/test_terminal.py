@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collectors import engine
-from collectors.runner import CollectConfig, CollectError, collect
+from collectors.collection import CollectConfig, CollectError, collect
 from collectors.sandbox import SANDBOX_UID
 from schemas import Trajectory, TrajectoryStatus, iter_trajectories
 from tests.security.canary import HostCanary

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from collectors import engine
-from collectors.runner import CollectConfig, collect
+from collectors.collection import CollectConfig, collect
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
 from schemas import Trajectory, TrajectoryStatus, iter_trajectories
 from schemas.shards import iter_record_batches

@@ -7,7 +7,7 @@ import ipaddress
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from curation_agents.redact import redact
+from worldline.redaction.detect import redact
 
 IP = frozenset({"ip"})
 addresses = st.ip_addresses(v=6).filter(lambda a: not (a.is_loopback or a.is_unspecified))

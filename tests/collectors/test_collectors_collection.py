@@ -16,7 +16,7 @@ from docker import DockerClient
 from typer.testing import CliRunner
 
 from collectors import engine
-from collectors.runner import CollectConfig, CollectError, collect
+from collectors.collection import CollectConfig, CollectError, collect
 from collectors.sandbox import SandboxLimits
 from schemas import TrajectoryStatus, iter_trajectories, read_manifest
 from tests.helpers.fakellm import FakeReply, FakeToolCall
@@ -217,7 +217,7 @@ def test_resume_after_kill_9_gives_every_task_exactly_once(
 
 
 def test_aborted_episodes_are_not_final(tmp_path: Path) -> None:
-    from collectors.runner import is_final, recorded_outcomes
+    from collectors.collection import is_final, recorded_outcomes
     from schemas import Source, SourceKind, Trajectory, write_trajectories
 
     def traj(task_id: str, status: TrajectoryStatus, **meta: object) -> Trajectory:

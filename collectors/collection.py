@@ -1,4 +1,4 @@
-"""The collection runner: tasks in, trajectories out, in parallel sandboxes, resumable after any crash.
+"""The collection job: tasks in, trajectories out, in parallel sandboxes, resumable after any crash.
 
 Each finished trajectory (including failures, with their partial turns and a reason) is written through
 schemas.shards.ShardWriter, which publishes parts atomically. `--resume` reads what was published and
@@ -404,7 +404,7 @@ def run_episode(
             if deadline_hit.is_set():
                 break
             if stop.is_set():
-                status, reason = TrajectoryStatus.ABORTED, "the runner was interrupted"
+                status, reason = TrajectoryStatus.ABORTED, "the collection was interrupted"
                 break
             if len(turns) >= max_turns:
                 status, reason = TrajectoryStatus.TRUNCATED, f"max_turns reached ({max_turns})"
@@ -456,10 +456,10 @@ def run_episode(
             watchdog.cancel()
         env.close()
     if stop.is_set() and status in (TrajectoryStatus.ENV_FAILURE, TrajectoryStatus.POLICY_ERROR):
-        # The runner was interrupted while this episode ran: its sandbox may have been removed under
+        # The collection job was interrupted while this episode ran: its sandbox may have been removed under
         # it (Ctrl-C, SIGTERM), so the failure says nothing about the task. Not final: resume redoes it.
         status = TrajectoryStatus.ABORTED
-        reason = f"the runner was interrupted ({reason})" if reason else "the runner was interrupted"
+        reason = f"the collection was interrupted ({reason})" if reason else "the collection was interrupted"
         metadata.pop("retryable", None)
     if deadline_hit.is_set():
         status = TrajectoryStatus.ENV_FAILURE

@@ -33,12 +33,12 @@ from curation_agents.formats import Format
 from curation_agents.graph import build_graph
 from curation_agents.model import CHECKPOINT_TYPES, CleanConfig, CleanState, RecordRef, as_trajectory
 from curation_agents.reader import RawRecord, discover, is_file_payload, iter_records
-from curation_agents.redact import json_text_is_clean, redact, redact_json
 from schemas import ShardWriter, Trajectory
 from schemas.atomic import atomic_write_json
 from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA
 from schemas.reasons import ReasonCode
 from schemas.shards import iter_record_batches, read_manifest
+from worldline.redaction.detect import json_text_is_clean, redact, redact_json
 
 QUARANTINE_DIR = "quarantine"
 QUARANTINE_PARTS = "parts"
@@ -106,7 +106,7 @@ def record_ref(raw: RawRecord, path: Path, dataset_path: str) -> RecordRef:
     }
 
 
-class GraphRunner:
+class GraphSession:
     """Runs records through the compiled graph, with or without durable per-node checkpoints."""
 
     def __init__(self, config: CleanConfig, checkpoint_path: Path | None, curator: Any = None) -> None:
@@ -213,7 +213,7 @@ def _worker(
     its own channel and holds no lock the others need. A closed pipe means the parent is gone: exit.
     """
     curator = _make_curator(budget) if use_llm else None
-    runner = GraphRunner(config, Path(checkpoint) if checkpoint else None, curator)
+    session = GraphSession(config, Path(checkpoint) if checkpoint else None, curator)
     batch: list[Any] = []
     try:
         while True:
@@ -225,7 +225,7 @@ def _worker(
                 if ref["key"] in done:
                     batch.append(("resumed", ref["key"]))
                 else:
-                    batch.append(("outcome", runner.run(raw, ref)))
+                    batch.append(("outcome", session.run(raw, ref)))
                 if len(batch) >= 16:
                     conn.send(batch)
                     batch = []
@@ -238,7 +238,7 @@ def _worker(
     except (EOFError, BrokenPipeError, ConnectionResetError):
         os._exit(1)  # the parent was killed: no orphan keeps working
     finally:
-        runner.close()
+        session.close()
 
 
 @dataclass
@@ -341,13 +341,13 @@ class CleanRun:
             self.accepted_writer.write(trajectory)
         self.pending += 1
 
-    def _flush(self, runner: GraphRunner | None) -> None:
+    def _flush(self, session: GraphSession | None) -> None:
         # Quarantine first: a kill between the two publishes leaves accepted records unpublished, so
         # they are redone; their episode rows may then appear twice, and summaries count distinct rows.
         self.quarantine_writer.flush()
         self.accepted_writer.flush()
-        if runner is not None:
-            runner.forget_published()
+        if session is not None:
+            session.forget_published()
         self.pending = 0
 
     def finished_keys(self) -> tuple[set[str], set[str]]:
@@ -420,22 +420,22 @@ class CleanRun:
 
     def _run_inline(self, files: list[tuple[Path, str]], done: set[str]) -> None:
         curator = _make_curator(self.budget) if self.use_llm else None
-        runner = GraphRunner(self.config, self.out / CHECKPOINT_DB if self.checkpoint else None, curator)
+        session = GraphSession(self.config, self.out / CHECKPOINT_DB if self.checkpoint else None, curator)
         try:
             for path, dataset_path in files:
                 for raw, ref in _records([], self.config, [(path, dataset_path)]):
                     resumed = ref["key"] in done
                     self._count(ref["key"], resumed)
                     if not resumed:
-                        self._write(runner.run(raw, ref))
+                        self._write(session.run(raw, ref))
                         if self.pending >= self.flush_every:
-                            self._flush(runner)
+                            self._flush(session)
                     self._progress()
                 self.stats.files += 1
                 self._progress(force=True)
-            self._flush(runner)
+            self._flush(session)
         finally:
-            runner.close()
+            session.close()
             if curator is not None:
                 self.llm_reports.append(curator.report())
 
