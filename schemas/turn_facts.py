@@ -1,0 +1,45 @@
+"""Harness facts about a turn: what worldline knows about a step that the environment did not show.
+
+An observation holds only what the environment showed. Facts the harness adds (the command hit the
+time limit and was interrupted, the output was cut at the cap, the action was outside the task's
+action space) live in the turn's metadata under one key, so pools can filter or mask such turns and
+no model learns to predict text the screen never showed.
+
+    turn.metadata["harness"] = {
+        "timed_out": {"after_s": 30.0},
+        "truncated": {"bytes_total": 1048576, "bytes_kept": 65536},
+        "out_of_action_space": {"tool": "delete_repo"},
+    }
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HARNESS = "harness"
+
+TIMED_OUT = "timed_out"  # {"after_s": float}: the step hit its time limit and was interrupted
+TRUNCATED = "truncated"  # {"bytes_total": int, "bytes_kept": int}: the observation was cut at the cap
+OUT_OF_ACTION_SPACE = "out_of_action_space"  # {"tool": str}: the action named no tool the task offers
+NO_PROMPT = "no_prompt"  # {"after_s": float}: the shell did not return to a prompt after an interrupt
+ENDED = "ended"  # {"reason": str}: the environment ended during this step (shell exited, server died)
+
+FACTS = (TIMED_OUT, TRUNCATED, OUT_OF_ACTION_SPACE, NO_PROMPT, ENDED)
+
+
+def record(metadata: dict[str, Any], fact: str, detail: dict[str, Any] | None = None) -> None:
+    """Record `fact` (one of FACTS) with its detail in a turn's metadata."""
+    if fact not in FACTS:
+        raise ValueError(f"unknown harness fact {fact!r}; known: {', '.join(FACTS)}")
+    metadata.setdefault(HARNESS, {})[fact] = dict(detail or {})
+
+
+def facts(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The harness facts recorded in a turn's metadata (empty when there are none)."""
+    value = metadata.get(HARNESS)
+    return value if isinstance(value, dict) else {}
+
+
+def has(metadata: dict[str, Any], fact: str) -> bool:
+    """Whether a turn's metadata records `fact`."""
+    return fact in facts(metadata)
