@@ -42,7 +42,7 @@ from curation_agents.clean_run import (
 from curation_agents.formats.terminal import timing_header
 from curation_agents.model import CleanConfig
 from curation_agents.reader import discover, iter_records, root_labels
-from pipelines.runners import runner_for
+from pipelines.runners import runner_for, unknown_beam_options
 from schemas import TRAJECTORY_SCHEMA, Trajectory
 from schemas.atomic import atomic_write_json
 from schemas.quarantine import CLEAN_QUARANTINE_SCHEMA
@@ -258,6 +258,12 @@ def run(argv: list[str] | None = None) -> None:
         "'none' for none). As `worldline clean --redact-pii`.",
     )
     args, beam_args = parser.parse_known_args(argv)
+    unknown = unknown_beam_options(beam_args)
+    if unknown:  # Beam would drop them with a log line: a typo'd option or a stray path
+        parser.error(
+            f"unrecognised argument(s) {' '.join(unknown)}: neither an option of this job nor a Beam "
+            "pipeline option (give paths before the options)"
+        )
     config = CleanConfig(
         source_kind=args.source_kind, source_name=args.source_name, licence=args.licence, pii=args.pii
     )

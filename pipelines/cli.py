@@ -105,10 +105,17 @@ def beam_options(ctx: typer.Context, command: str) -> list[str]:
 
     beam_args = list(ctx.args)
     unknown = unknown_beam_options(beam_args)
-    if unknown:
+    options = [a for a in unknown if a.startswith("-")]
+    if options:
         raise typer.BadParameter(
-            f"unknown option(s) {' '.join(unknown)}: neither a `pools {command}` option nor a Beam "
+            f"unknown option(s) {' '.join(options)}: neither a `pools {command}` option nor a Beam "
             "pipeline option (Beam options go after `--`; see --help)"
+        )
+    if unknown:
+        # Click gives an option one value; the rest of `--in A B` would reach Beam, which drops it.
+        raise typer.BadParameter(
+            f"unexpected argument(s) {' '.join(unknown)}: each option takes one value; repeat the option "
+            "for several (--in A --in B, --eval E1 --eval E2, --knowledge K1 --knowledge K2)"
         )
     return beam_args
 

@@ -35,7 +35,8 @@ def runner_for(options: PipelineOptions) -> PipelineRunner | None:
 
 
 def unknown_beam_options(args: list[str]) -> list[str]:
-    """The arguments no Beam pipeline option (of any runner loaded so far) recognises.
+    """The arguments no Beam pipeline option (of any runner loaded so far) recognises: unknown
+    options, and values that follow no option taking one (Beam itself discards both with a log line).
 
     A runner given as a dotted path (e.g. `apache_beam.runners.dask.dask_runner.DaskRunner`) is
     imported first, so its own options (`--dask_client_address`) count as known.
@@ -57,7 +58,7 @@ def unknown_beam_options(args: list[str]) -> list[str]:
             seen.add(str(cls))
             cls._add_argparse_args(parser)
     _, unknown = parser.parse_known_args(args)
-    return [a for a in unknown if a.startswith("-")]
+    return list(unknown)
 
 
 def drops_output_tags(options: PipelineOptions) -> bool:
