@@ -34,7 +34,7 @@ from collectors.search_backends import (
     SearxngBackend,
     search_policy,
 )
-from collectors.search_conditions import ConditionError, Conditions
+from collectors.search_conditions import AnswerHider, ConditionError, Conditions
 from collectors.search_index import BUILD_FIX, DEFAULT_INDEX_DIR, Hit, LocalIndex, SearchIndexMissing
 from collectors.url_policy import URLNotAllowed
 from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
@@ -161,6 +161,7 @@ class SearchEnvironment(Environment):
         super().__init__(options)
         self.backend: SearchBackend | None = None
         self.conditions = Conditions()
+        self.hider = AnswerHider(())
         self.memory = DictMemory()
         self.max_results = DEFAULT_MAX_RESULTS
         self.calls = 0
@@ -258,6 +259,7 @@ class SearchEnvironment(Environment):
         cfg = task.domain_config("search")
         seed = int(cfg.get("seed", 0))
         self.conditions = Conditions.from_config(cfg.get("conditions"), seed)
+        self.hider = self.conditions.hider()
         self.max_results = int(cfg.get("max_results", DEFAULT_MAX_RESULTS))
         self.memory = DictMemory()
         self.calls = 0
@@ -348,7 +350,7 @@ class SearchEnvironment(Environment):
                 if rank < len(result) and result[rank].url not in seen:
                     seen.add(result[rank].url)
                     hits.append(result[rank])
-        hits = self.conditions.hide_in_hits(self.conditions.keep_partial(hits, rng))
+        hits = self.hider.hide_in_hits(self.conditions.keep_partial(hits, rng))
         info: dict[str, Any] = {"results": len(hits)}
         if not hits:
             return StepResult(action, Observation(text="No results found."), info=info)
@@ -375,8 +377,9 @@ class SearchEnvironment(Environment):
             return StepResult(
                 action, Observation(text="Error: web_extractor needs a 'url' string.", is_error=True)
             )
-        page = self.backend.extract(url.strip())
-        text, omitted = self.conditions.truncate(page.markdown)
+        # A URL shown with [...] in place of the hidden answer leads to the page it stands for.
+        page = self.backend.extract(self.hider.resolve(url.strip()))
+        text, omitted = self.conditions.truncate(self.hider.hide_in_page(page.markdown))
         info: dict[str, Any] = {"truncated_chars": omitted} if omitted else {}
         return StepResult(action, Observation(text=text, format=ObservationFormat.MARKDOWN), info=info)
 

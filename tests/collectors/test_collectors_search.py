@@ -666,3 +666,135 @@ def test_index_build_script_is_idempotent() -> None:
     result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "already built" in result.stdout
+
+
+# -- the hidden answer: absent in every spelling, replaced by whole words ---------------------------
+
+_SEPARATORS = [" ", "-", "_", "%20", "", "+", ".", ", "]
+
+
+def leaked_spellings(answer: str, shown: str) -> list[str]:
+    """The spellings of `answer` still visible in `shown` (an oracle independent of the hider): its
+    words joined by each separator, any case, percent-escapes decoded, plural -ies included."""
+    from urllib.parse import unquote
+
+    words = re.findall(r"[^\W_]+", answer.lower())
+    text = unquote(shown).lower()
+    spellings = {sep.join(words) for sep in _SEPARATORS}
+    if words and len(words[-1]) > 1 and words[-1].endswith("y"):
+        spellings |= {sep.join([*words[:-1], words[-1][:-1] + "ies"]) for sep in _SEPARATORS}
+    return sorted(s for s in spellings if s and s in text)
+
+
+def unnatural(shown: str) -> bool:
+    """A placeholder glued to letters or digits ("List [...]s", "term-list-[...]x")."""
+    return bool(re.search(r"[^\W_]\[\.\.\.\d*\]|\[\.\.\.\d*\][^\W_]", shown))
+
+
+def spell(words: list[str], sep: str, case: str, suffix: str) -> str:
+    text = sep.join(words) + suffix
+    return {"lower": text.lower(), "upper": text.upper(), "title": text.title(), "as is": text}[case]
+
+
+_word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=2, max_size=8)
+_filler = st.lists(st.sampled_from(["the", "of", "a", "python", "index", "value", "list", "set"]), max_size=4)
+
+
+@given(
+    words=st.lists(_word, min_size=1, max_size=3),
+    sep=st.sampled_from(_SEPARATORS),
+    case=st.sampled_from(["lower", "upper", "title", "as is"]),
+    suffix=st.sampled_from(["", "s", "es", "'s", "ed"]),
+    glue=st.sampled_from(["", "un", "pre_"]),
+    before=_filler,
+    after=_filler,
+    where=st.sampled_from(["fragment", "path", "query", "host"]),
+)
+def test_hidden_answers_never_show_in_results(
+    words: list[str],
+    sep: str,
+    case: str,
+    suffix: str,
+    glue: str,
+    before: list[str],
+    after: list[str],
+    where: str,
+) -> None:
+    answer = " ".join(words)
+    spelled = glue + spell(words, sep, case, suffix)
+    text = " ".join([*before, spelled, *after])
+    slug = "-".join([*before, spelled.replace(" ", "-"), *after])
+    url = {
+        "fragment": f"https://docs.example.org/3/glossary.html#term-{slug}",
+        "path": f"https://docs.example.org/3/library/{slug}.html#intro",
+        "query": f"https://search.example.org/wiki?title={slug.replace('-', '%20')}",
+        "host": f"https://{slug.replace('_', '-').strip('-.%+') or 'x'}.example.org/",
+    }[where]
+    hider = Conditions.from_config({"hide_answer": answer}).hider()
+    (hit,) = hider.hide_in_hits([Hit(url, text.title(), f"{text}. {text.upper()}!", "2024-01-01")])
+    for shown in (hit.url, hit.title, hit.snippet):
+        assert not leaked_spellings(answer, shown), (answer, shown)
+        assert not unnatural(shown), shown
+    assert hider.resolve(hit.url).split("#")[0] == url.split("#")[0] or hit.url == url.split("#")[0]
+    plain = Hit("https://docs.example.org/3/library/other.html#x", "Other page", "nothing to hide", "")
+    assert hider.hide_in_hits([plain]) == [plain]  # text without the answer is untouched
+
+
+def test_hidden_answer_on_the_real_index_urls_words_and_pages() -> None:
+    """The setup index: the glossary's `#term-list-comprehension` and "List Comprehensions" titles."""
+    index = LocalIndex.open(DEFAULT_INDEX_DIR)
+    answer = "list comprehension"
+    task = Task(
+        id="hidden",
+        instruction="What is a list comprehension?",
+        config={
+            "search": {"backend": "local", "index": str(index.folder), "conditions": {"hide_answer": answer}}
+        },
+    )
+    steps = run_actions(task, [("web_search", {"query": "list comprehension"})])
+    text = steps[0].observation.text
+    assert "#term-list-comprehension" not in text and "[...]s" not in text
+    assert not leaked_spellings(answer, text) and not unnatural(text)
+    urls = [m.group(2) for m in blocks(text)]
+    assert "https://docs.python.org/3.11/glossary.html" in urls  # the fragment went, the page stays
+    pages = run_actions(task, [("web_extractor", {"url": u}) for u in urls])
+    assert not any(p.observation.is_error for p in pages)
+    assert any(leaked_spellings(answer, p.observation.text) for p in pages)  # pages unchanged
+
+    # An answer in the URL's path: the shown URL holds [...] and still leads to the page.
+    task.config["search"]["conditions"] = {"hide_answer": "json", "hide_in": ["results", "pages"]}
+    env = SearchEnvironment(EnvironmentOptions())
+    try:
+        env.reset(task)
+        found = env.step(tool_call_action("web_search", {"query": "json dumps indent"})).observation.text
+        assert not leaked_spellings("json", found) and not unnatural(found)
+        url = next(u for u in (m.group(2) for m in blocks(found)) if "[...]" in u)
+        page = env.step(tool_call_action("web_extractor", {"url": url})).observation
+        assert not page.is_error and "dumps" in page.text
+        assert not leaked_spellings("json", page.text) and not unnatural(page.text)
+    finally:
+        env.close()
+
+
+def test_hidden_answers_drawn_from_real_results_never_leak() -> None:
+    """Answers taken from the real index's own titles (1-3 words), hidden from the results of a query
+    made of them: no spelling of the answer is left in any title, snippet or URL."""
+    index = LocalIndex.open(DEFAULT_INDEX_DIR)
+    cases = leaks = 0
+    for query in [
+        "list comprehension",
+        "json dumps",
+        "os path join",
+        "asyncio event loop",
+        "dataclass field",
+    ]:
+        for hit in index.search(query, 10):
+            words = re.findall(r"[A-Za-z]{3,}", hit.title)[:3]
+            for n in range(1, len(words) + 1):
+                answer = " ".join(words[:n])
+                hider = Conditions.from_config({"hide_answer": answer}).hider()
+                for shown in hider.hide_in_hits(index.search(answer, 10)):
+                    cases += 1
+                    for field in (shown.url, shown.title, shown.snippet):
+                        leaks += bool(leaked_spellings(answer, field)) or unnatural(field)
+    assert cases > 300 and leaks == 0
