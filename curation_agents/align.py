@@ -91,6 +91,10 @@ def check_tools(domain: Domain, space: ActionSpace, turns: list[RawTurn], declar
             )
 
 
+# Parts of the system prompt a parser found in the source (ParsedRecord metadata): they go to the
+# trajectory's own fields, not to its metadata.
+_SYSTEM_PROMPT_PARTS = frozenset({"initial_state", "demonstrations"})
+
 # Enum members by value: a dict lookup per turn instead of an Enum call (several times slower).
 _ACTION_KINDS = {kind.value: kind for kind in ActionKind}
 _OBSERVATION_FORMATS = {fmt.value: fmt for fmt in ObservationFormat}
@@ -146,7 +150,7 @@ def align_episode(
         **{
             k: v
             for k, v in parsed.get("metadata", {}).items()
-            if k != "initial_state" and v not in (None, "")
+            if k not in _SYSTEM_PROMPT_PARTS and v not in (None, "")
         },
     }
     if parsed.get("system_prompt"):
@@ -170,6 +174,7 @@ def align_episode(
         action_space=space,
         turns=[_turn(t) for t in turns],
         initial_state=parsed.get("metadata", {}).get("initial_state") or None,
+        demonstrations=parsed.get("metadata", {}).get("demonstrations") or None,
         status=status,
         status_reason=parsed.get("status_reason") if status != TrajectoryStatus.COMPLETE else None,
         metadata=meta,

@@ -233,7 +233,7 @@ def _each_text(parsed: ParsedRecord, fn: Any, thoughts: bool = True) -> None:
         turn["action"] = fn(turn.get("action", ""))
         turn["observation"] = fn(turn.get("observation", ""))
         meta = turn.get("metadata", {})
-        for key in ("thought", "narration_text"):
+        for key in ("thought", "reasoning", "narration_text"):
             if thoughts and isinstance(meta.get(key), str):
                 meta[key] = fn(meta[key])
     metadata = parsed.get("metadata", {})

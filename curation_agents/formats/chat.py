@@ -32,7 +32,15 @@ def looks_like_openai(obj: Any) -> bool:
 
 
 def looks_like_mini_swe_agent(obj: Any) -> bool:
-    return looks_like_openai(obj) and str(obj.get("trajectory_format", "")).startswith("mini-swe-agent")
+    """A mini-swe-agent trajectory file, or its bare message list (test data, older saves): the
+    `trajectory_format` tag, or the system prompt's `mswea_bash_command` action convention."""
+    if looks_like_openai(obj):
+        return str(obj.get("trajectory_format", "")).startswith("mini-swe-agent")
+    return (
+        is_message_list(obj)
+        and obj[0].get("role") == "system"
+        and "mswea_bash_command" in content_text(obj[0].get("content"))
+    )
 
 
 def looks_like_sharegpt(obj: Any) -> bool:
@@ -43,12 +51,33 @@ def looks_like_sharegpt(obj: Any) -> bool:
 
 
 def _observation_text(text: str) -> tuple[str, int | None]:
-    """mini-swe-agent wraps command results as <returncode>..</returncode><output>..</output>."""
+    """mini-swe-agent wraps command results as <returncode>..</returncode><output>..</output> (1.x and
+    its text-based 2.x configs) or as a JSON object {"returncode": .., "output": ..} (2.x tool calls)."""
     code = _RETURNCODE.search(text)
     out = _OUTPUT.search(text)
     if code or out:
         return (out.group(1) if out else text), (int(code.group(1)) if code else None)
+    if text.startswith("{") and '"returncode"' in text:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("output"), str):
+            rc = value.get("returncode")
+            return value["output"], rc if isinstance(rc, int) and not isinstance(rc, bool) else None
     return text, None
+
+
+def _reasoning(msg: dict[str, Any]) -> str:
+    """An assistant message's hidden reasoning: `reasoning_content` (OpenAI-compatible servers,
+    LiteLLM) or Anthropic `thinking` parts; empty when it has none."""
+    texts = [msg.get("reasoning_content")]
+    texts += [
+        p.get("thinking")
+        for p in as_list(msg.get("content"))
+        if isinstance(p, dict) and p.get("type") == "thinking"
+    ]
+    return "\n\n".join(t for t in texts if isinstance(t, str) and t.strip())
 
 
 def _calls(msg: dict[str, Any]) -> list[tuple[str | None, str, Any]]:
@@ -125,15 +154,13 @@ def parse_messages(messages: list[Any], fmt: Format, meta: dict[str, Any]) -> Pa
             task = text
         elif role == "assistant":
             calls = _calls(msg)
+            reasoning = _reasoning(msg)
             if calls:
-                for call_id, name, arguments in calls:
-                    t = turn(
-                        tool_call_json(name, arguments),
-                        "tool_call",
-                        "",
-                        tool_name=name,
-                        metadata={"thought": text} if text else {},
-                    )
+                for index, (call_id, name, arguments) in enumerate(calls):
+                    notes: dict[str, Any] = {"thought": text} if text else {}
+                    if reasoning and index == 0:
+                        notes["reasoning"] = reasoning
+                    t = turn(tool_call_json(name, arguments), "tool_call", "", tool_name=name, metadata=notes)
                     turns.append(t)
                     pending.append(t)
                     if call_id is not None:
@@ -151,6 +178,8 @@ def parse_messages(messages: list[Any], fmt: Format, meta: dict[str, Any]) -> Pa
                 tool_name="bash" if command else None,
                 metadata={"thought": text} if command else {},
             )
+            if reasoning:
+                t["metadata"]["reasoning"] = reasoning
             turns.append(t)
             pending.append(t)
         elif role in ("tool", "function", "user", "ipython"):
@@ -164,8 +193,11 @@ def parse_messages(messages: list[Any], fmt: Format, meta: dict[str, Any]) -> Pa
                 continue
             observe(target, text)
             extra = as_dict(msg.get("extra"))
-            if isinstance(extra.get("returncode"), int):
+            if isinstance(extra.get("raw_output"), str):
+                target["observation"] = extra["raw_output"]  # mini-swe-agent 2: the output before templating
+            if isinstance(extra.get("returncode"), int) and not isinstance(extra["returncode"], bool):
                 target["exit_code"] = extra["returncode"]
+                target["is_error"] = extra["returncode"] != 0
     return {
         "format": fmt,
         "domain": None,
@@ -192,20 +224,22 @@ def parse_openai(obj: Any) -> ParsedRecord:
             meta[key] = obj[key]
     tools = as_list(obj.get("tools"))
     parsed = parse_messages(obj["messages"], Format.OPENAI_MESSAGES, meta)
-    parsed["tools"] = _tool_specs(tools)
+    parsed["tools"] = tool_specs(tools)
     if parsed.get("system_prompt") is None and obj.get("system"):
         parsed["system_prompt"] = content_text(obj["system"])  # Anthropic: the system prompt is top-level
     return parsed
 
 
-def parse_mini_swe_agent(obj: dict[str, Any]) -> ParsedRecord:
+def parse_mini_swe_agent(obj: dict[str, Any] | list[Any]) -> ParsedRecord:
+    if isinstance(obj, list):
+        obj = {"messages": obj}
     info = as_dict(obj.get("info"))
     config = as_dict(info.get("config"))
     model_cfg = as_dict(config.get("model"))
     meta = {
         "agent": "mini-swe-agent",
         "model": as_str(model_cfg.get("model_name")),
-        "exit_status": as_str(info.get("exit_status")) or "",
+        "exit_status": as_str(info.get("exit_status")) or _exit_status(obj["messages"]),
     }
     parsed = parse_messages(obj["messages"], Format.MINI_SWE_AGENT, meta)
     parsed["domain"] = "swe"
@@ -216,7 +250,16 @@ def parse_mini_swe_agent(obj: dict[str, Any]) -> ParsedRecord:
     return parsed
 
 
-def _tool_specs(tools: list[Any]) -> list[dict[str, Any]]:
+def _exit_status(messages: list[Any]) -> str:
+    """The exit status mini-swe-agent 2 puts in its closing `exit` message (bare message lists)."""
+    last = messages[-1] if messages else None
+    if isinstance(last, dict) and last.get("role") == "exit":
+        return as_str(as_dict(last.get("extra")).get("exit_status")) or ""
+    return ""
+
+
+def tool_specs(tools: list[Any]) -> list[dict[str, Any]]:
+    """Tool definitions in OpenAI (`function`) or Anthropic (`input_schema`) form, as ToolSpec dicts."""
     specs = []
     for tool in tools:
         fn = (
@@ -293,7 +336,7 @@ def parse_sharegpt(obj: dict[str, Any]) -> ParsedRecord:
         "domain": None,
         "task": task,
         "system_prompt": system,
-        "tools": _tool_specs(as_list(tools)),
+        "tools": tool_specs(as_list(tools)),
         "agent": None,
         "model": None,
         "status": "complete",

@@ -12,7 +12,13 @@ from typing import Any
 from curation_agents.model import RawTurn, StageFailure
 from schemas.reasons import ReasonCode
 
-_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?[ \t]*\n(.*?)```", re.DOTALL)
+# Fenced shell blocks; mini-swe-agent 2 fences its actions as ```mswea_bash_command (its text-based
+# config) or tags them <mswea_bash_command> (its XML config), so they never clash with examples.
+_BASH_BLOCK = re.compile(
+    r"```(?:bash|sh|shell|console|mswea_bash_command)?[ \t]*\n(.*?)```"
+    r"|<mswea_bash_command>(.*?)</mswea_bash_command>",
+    re.DOTALL,
+)
 
 
 def content_text(content: Any) -> str:
@@ -105,7 +111,7 @@ def lenient_literal(text: Any) -> Any:
 def bash_block(text: str) -> str | None:
     """The last fenced shell block in an agent message (mini-swe-agent's action convention)."""
     blocks = _BASH_BLOCK.findall(text)
-    return blocks[-1].strip() if blocks else None
+    return (blocks[-1][0] or blocks[-1][1]).strip() if blocks else None
 
 
 def tool_call_json(name: str, arguments: Any) -> str:
