@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "curation_agents.cli": ("clean",),
     "pipelines.cli": ("pools",),
     "worldline.cli_judge": ("judge", "sft"),
+    "worldline.cli_tasks": ("tasks", "coverage"),
 }
 
 
