@@ -202,6 +202,7 @@ class PrepareInput(beam.DoFn):
             group, defaulted = record_group(traj.source, traj.task, traj.id, group_by)
             if defaulted:
                 yield beam.pvalue.TaggedOutput("stats", ("groups_defaulted", 1))
+                yield beam.pvalue.TaggedOutput("stats", (f"groups_defaulted_by.{defaulted}", 1))
             fp = Fingerprint(
                 id=traj.id,
                 content=content,

@@ -24,29 +24,54 @@ STAGE = Stage(
     name="assign",
     reads=("(source group, source kind)",),
     writes=("source group -> pool",),
-    counters=("groups_defaulted",),
+    counters=("groups_defaulted", "groups_defaulted_by.*"),
 )
 GROUP_BY = ("source", "task", "record")
 """How records without an explicit `Source.group` are grouped (`assignment.group_by`, `--group-by`)."""
 
 
-def record_group(source: Source, task: str, record_id: str, group_by: str) -> tuple[str, bool]:
-    """(source group, whether it was defaulted) of one trajectory.
+NO_TASK = "record_no_task"
+"""How a record without a task is grouped under `group_by: task`: as its own group."""
+
+
+def record_group(source: Source, task: str, record_id: str, group_by: str) -> tuple[str, str | None]:
+    """(source group, how it was defaulted: a GROUP_BY value or NO_TASK; None for an explicit group).
 
     An explicit `Source.group` always wins. Otherwise `task` (default) keeps every trajectory of one
     task of one source together (sessions of one task share prefixes and answers), `source` puts
-    the whole source in one pool, `record` lets each trajectory be its own group.
+    the whole source in one pool, `record` lets each trajectory be its own group. A record without a
+    task (a cleaned recording has none) shares nothing a task would: under `task` it is its own group,
+    so a task-less source spreads over the pools instead of landing in one.
     """
     if source.group:
-        return source.group, False
+        return source.group, None
     if group_by == "source":
-        return source.name, True
+        return source.name, group_by
     if group_by == "record":
-        return f"{source.name}/record:{record_id}", True
+        return f"{source.name}/record:{record_id}", group_by
     if group_by != "task":
         raise ValueError(f"group_by {group_by!r} is not one of {', '.join(GROUP_BY)}")
-    task_key = stable_hash("task", " ".join(task.split()))
-    return f"{source.name}/task:{task_key:016x}", True
+    words = " ".join(task.split())
+    if not words:
+        return f"{source.name}/record:{record_id}", NO_TASK
+    task_key = stable_hash("task", words)
+    return f"{source.name}/task:{task_key:016x}", group_by
+
+
+def grouping_note(stats: dict[str, int], group_by: str) -> str | None:
+    """The build's warning about records without a source group: how many, and grouped which way."""
+    total = int(stats.get("groups_defaulted", 0))
+    if not total:
+        return None
+    prefix = "groups_defaulted_by."
+    ways = {k[len(prefix) :]: int(v) for k, v in stats.items() if k.startswith(prefix) and v}
+    names = {NO_TASK: "one group per record (they have no task)"}
+    parts = ", ".join(f"{n} {names.get(way, f'by {way}')}" for way, n in sorted(ways.items()))
+    return (
+        f"{total} trajectories carry no source group (Source.group); they were grouped by {group_by}"
+        f"{f' ({parts})' if parts else ''}, so each such group lands in one pool. "
+        "Choose with --group-by source|task|record."
+    )
 
 
 def group_kind_counts(fps: Iterable[Fingerprint]) -> Counter[str]:
