@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.environment import (
+    INFO_INFRA_FAILURE,
     Check,
     EnvironmentOptions,
+    InfrastructureUnavailable,
     ResetResult,
     StepResult,
     Task,
@@ -228,6 +230,11 @@ def _quote(text: str) -> str:
     return f'"{text[:300]}"'
 
 
+class DeviceUnavailable(EnvFailure, InfrastructureUnavailable):
+    """No device answers at the serial, or it failed before the episode began: retryable once the
+    device is there (an app that is not installed is the task's env_failure: the device answered)."""
+
+
 def _device_errors() -> tuple[type[BaseException], ...]:
     """uiautomator2's errors (some derive from BaseException, not Exception) plus ordinary failures."""
     try:
@@ -329,7 +336,7 @@ class AndroidEnvironment(GuiEnvironment):
         try:
             self.device = self.device_factory(serial)
         except errors as exc:
-            raise EnvFailure(
+            raise DeviceUnavailable(
                 f"task {task.id}: no Android device at {serial or 'the default serial'}: {exc}"
             ) from exc
         self.app = config.get("app")
@@ -339,8 +346,10 @@ class AndroidEnvironment(GuiEnvironment):
             time.sleep(float(config.get("settle_s", 0.0)))
             text = self._observe()
             info = _device_info(self.device)
+        except EnvFailure:
+            raise  # the device answers; what it holds fails the task (the app not installed)
         except errors as exc:
-            raise EnvFailure(
+            raise DeviceUnavailable(
                 f"task {task.id}: the device failed during setup: {type(exc).__name__}: {exc}"
             ) from exc
         if self.screen.crash:
@@ -373,10 +382,12 @@ class AndroidEnvironment(GuiEnvironment):
             failure = str(exc)
         except errors as exc:
             failure = f"the device failed: {type(exc).__name__}: {exc}"
+            info[INFO_INFRA_FAILURE] = True  # the device went away: not the task's outcome
         try:
             text = self._observe()
         except errors as exc:
             failure = failure or f"the device failed: {type(exc).__name__}: {exc}"
+            info[INFO_INFRA_FAILURE] = True
             text = f"Error: {failure}"
         if failure is None and self.screen.crash:
             failure = f"the app crashed: {self.screen.crash}"

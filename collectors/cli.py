@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import typer
@@ -127,19 +128,43 @@ def collect_command(
         with bar:
             summary = collect(config, on_progress=on_progress, on_start=on_start)
     except (CollectError, TaskError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from exc
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted:[/] in-flight tasks were recorded as aborted; rerun with --resume")
+    except KeyboardInterrupt as exc:
+        console.print(
+            "[yellow]interrupted:[/] finished trajectories were published, tasks in flight were recorded "
+            "as aborted; rerun with --resume",
+            soft_wrap=True,
+        )
+        signum = getattr(exc, "signum", signal.SIGINT)
+        if signum != signal.SIGINT:  # SIGTERM, SIGHUP: end the way the signal asks, as a process should
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
         raise typer.Exit(130) from None
     statuses = ", ".join(f"{k}={v}" for k, v in sorted(summary.by_status.items())) or "nothing new"
     console.print(
         f"{summary.written} trajectories written to {summary.out} in {summary.seconds:.1f} s "
-        f"({statuses}); {summary.skipped} of {summary.total_tasks} tasks already final"
+        f"({statuses}); {summary.skipped} of {summary.total_tasks} tasks already final",
+        soft_wrap=True,
     )
     if summary.redactions:
         redacted = ", ".join(f"{k}={v}" for k, v in sorted(summary.redactions.items()))
         console.print(f"redacted before writing: {redacted}")
+    if summary.llm_usage is not None:
+        totals = summary.llm_usage["totals"]
+        console.print(
+            f"LLM usage: {totals['calls']} calls, {totals['retries']} retries, {totals['failures']} failed, "
+            f"{totals['cache_hits']} cache hits, {totals['prompt_tokens']} prompt + "
+            f"{totals['completion_tokens']} completion tokens",
+            soft_wrap=True,
+        )
+    if summary.stopped:
+        console.print(
+            f"[red]stopped:[/] {escape(summary.stopped)}; {summary.not_started} task(s) not started and "
+            "those it cut short are retryable: rerun with --resume once that is fixed",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
 
 
 @sandbox_app.command("doctor")

@@ -48,6 +48,41 @@ class TaskError(ValueError):
     """A task record is malformed; the message names the task, the field and the fix."""
 
 
+class InfrastructureUnavailable(OSError):
+    """Something an environment needs outside the task is missing or down (no Android device, an
+    unreachable server): the attempt says nothing about the task, so its trajectory is retryable
+    (`--resume` runs it again), never a final `env_failure`."""
+
+
+def read_action(item: Any) -> Action:
+    """One task-file action as an Action: a string is a command line (or a GUI domain's call); {"action",
+    "role", "name"} is a GUI action on an element; {"keystrokes", "duration"} or a list of them is
+    keystrokes; {"name"/"tool", "arguments"} is a tool call. The arguments go to the environment as
+    written, so arguments that are not an object are the environment's error turn, as when an agent
+    sends them. Raises ValueError (the form expected) for an item that is none of these."""
+    if isinstance(item, str):
+        return Action(kind=ActionKind.COMMAND, text=item)
+    if isinstance(item, dict) and isinstance(item.get("action"), str):  # GUI: an element by role/name
+        return Action(kind=ActionKind.GUI, text=json.dumps(item, ensure_ascii=False))
+    if isinstance(item, list) or (isinstance(item, dict) and "keystrokes" in item):
+        keys = item if isinstance(item, list) else [item]
+        return Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
+    if isinstance(item, dict) and ("name" in item or "tool" in item):
+        name = item.get("name") if "name" in item else item.get("tool")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a tool call's 'name' must be a non-empty string, got {name!r}")
+        arguments = item.get("arguments", {})
+        return Action(
+            kind=ActionKind.TOOL_CALL,
+            text=json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False),
+            tool_name=name,
+        )
+    raise ValueError(
+        f"cannot read action {item!r}; use a command string, {{'keystrokes', 'duration'}} objects, "
+        "{'action', 'role', 'name'} for a GUI element, or {'name', 'arguments'} for a tool call"
+    )
+
+
 @dataclass
 class Task:
     """One line of a task file: what to do, where, and (for the scripted policy) which actions."""
@@ -104,6 +139,11 @@ class Task:
         for name, typ in (("setup", list), ("files", dict), ("limits", dict), ("actions", list)):
             if name in obj and not isinstance(obj[name], typ):
                 raise TaskError(f"{where} (id {task_id}): field {name!r} must be a JSON {typ.__name__}")
+        for index, item in enumerate(obj.get("actions") or []):
+            try:
+                read_action(item)
+            except ValueError as exc:
+                raise TaskError(f"{where} (id {task_id}): field 'actions[{index}]': {exc}") from None
         return cls(**obj, config=config)
 
 
@@ -147,8 +187,11 @@ class ResetResult:
 # - INFO_EPISODE_END: {"status": "complete" | "env_failure", "reason": str}; the environment cannot take
 #   another action (the agent exited the shell, the shell was killed, the sandbox died); the collection job keeps
 #   this turn and ends the trajectory with that status.
+# - INFO_INFRA_FAILURE: True with `env_failure` when the cause is outside the task (a device that went
+#   away): the trajectory is retryable, not final.
 INFO_SYNC_LOST = "sync_lost"
 INFO_EPISODE_END = "episode_end"
+INFO_INFRA_FAILURE = "infrastructure_failure"
 
 
 @dataclass

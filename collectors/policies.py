@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.environment import Task, tool_call_action
+from collectors.environment import Task, read_action
 from schemas import Action, ActionKind, ActionSpace, Observation
 
 
 class PolicyError(RuntimeError):
-    """The policy could not produce an action (bad scripted action, LLM failure); names the task."""
+    """The policy could not produce an action; names the task. `retryable`: the failure was the
+    policy's infrastructure (the LLM endpoint down, the budget spent), not the task, so resume runs it
+    again; `stops_run`: no further episode can succeed (a spent budget), so the job starts no more."""
+
+    def __init__(self, message: str, *, retryable: bool = False, stops_run: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.stops_run = stops_run
 
 
 @dataclass
@@ -46,26 +54,12 @@ class Policy(ABC):
 
 
 def scripted_action(item: Any, where: str) -> Action:
-    """One task-file action as an Action: a string is a command line (or a GUI domain's call); {"action",
-    "role", "name"} is a GUI action on an element; {"keystrokes", "duration"} or a list of them is
-    keystrokes; {"name"/"tool", "arguments"} is a tool call."""
-    if isinstance(item, str):
-        return Action(kind=ActionKind.COMMAND, text=item)
-    if isinstance(item, dict) and isinstance(item.get("action"), str):  # GUI: an element by role/name
-        return Action(kind=ActionKind.GUI, text=json.dumps(item, ensure_ascii=False))
-    if isinstance(item, list) or (isinstance(item, dict) and "keystrokes" in item):
-        keys = item if isinstance(item, list) else [item]
-        return Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys, ensure_ascii=False))
-    if isinstance(item, dict) and ("name" in item or "tool" in item):
-        name = item.get("name") or item.get("tool")
-        arguments = item.get("arguments") or {}
-        if not isinstance(name, str) or not isinstance(arguments, dict):
-            raise PolicyError(f"{where}: a tool call needs a string 'name' and an object 'arguments'")
-        return tool_call_action(name, arguments)
-    raise PolicyError(
-        f"{where}: cannot read action {item!r}; use a command string, {{'keystrokes', 'duration'}} "
-        "objects, or {'name', 'arguments'}"
-    )
+    """One task-file action as an Action (collectors.environment.read_action); `where` names it in
+    the error. Task files are checked when they are read, so this fails only for a Task built in code."""
+    try:
+        return read_action(item)
+    except ValueError as exc:
+        raise PolicyError(f"{where}: {exc}") from None
 
 
 class ScriptedPolicy(Policy):
@@ -135,6 +129,8 @@ class OpenAIPolicy(Policy):
         self._turns = 0
         self._task_id = ""
         self.dropped_turns = 0
+        self.usage: Counter[str] = Counter()  # this episode's LLM use, recorded in the trajectory
+        self.final_text = ""  # the model's answer without a tool call that ended the episode
 
     def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
         self._task_id = task.id
@@ -160,11 +156,13 @@ class OpenAIPolicy(Policy):
         self._pending_call_id = None
         self._turns = 0
         self.dropped_turns = 0
+        self.usage = Counter()
+        self.final_text = ""
         if task.max_turns:
             self.max_turns = task.max_turns
 
     def next_action(self, observation: Observation | None) -> Decision:
-        from worldline.llm import LLMError, Role
+        from worldline.llm import BudgetExceeded, LLMCallFailed, LLMError, RequestRejected, Role
 
         if observation is not None and self._pending_call_id is not None:
             self.messages.append(
@@ -185,11 +183,33 @@ class OpenAIPolicy(Policy):
                 temperature=self.temperature,
                 sample_index=self.sample_index,
             )
+        except BudgetExceeded as exc:  # nothing was sent
+            raise PolicyError(f"task {self._task_id}: {exc}", retryable=True, stops_run=True) from exc
+        except LLMCallFailed as exc:
+            self.usage["calls"] += 1
+            self.usage["failed_calls"] += 1
+            self.usage["requests"] += exc.attempts
+            # The endpoint is down, or refuses every request alike (authentication, unknown model, rate
+            # limit): the infrastructure failed, not the task. A request refused for what it holds
+            # (400, 413, 422: this conversation) is this episode's outcome.
+            status = exc.status_code if isinstance(exc, RequestRejected) else None
+            endpoint = status is None or status in _ENDPOINT_STATUSES
+            raise PolicyError(
+                f"task {self._task_id}: the agent's LLM call failed: {exc}",
+                retryable=endpoint,
+                stops_run=status in _ENDPOINT_STATUSES,
+            ) from exc
         except LLMError as exc:
             raise PolicyError(f"task {self._task_id}: the agent's LLM call failed: {exc}") from exc
+        self.usage["calls"] += 1
+        self.usage["cached_calls"] += int(result.cached)
+        self.usage["requests"] += 0 if result.cached else max(result.attempts, 1)
+        self.usage["prompt_tokens"] += 0 if result.cached else result.prompt_tokens
+        self.usage["completion_tokens"] += 0 if result.cached else result.completion_tokens
         self.model = result.model
         if not result.tool_calls:
             self.messages.append({"role": "assistant", "content": result.text})
+            self.final_text = result.text
             return Decision(None, "agent finished", model=result.model)
         call, *extra = result.tool_calls
         arguments: Any = call.arguments
@@ -271,11 +291,16 @@ class OpenAIPolicy(Policy):
         return len(dropped)
 
 
+# Refusals that every request of the run would get alike: authentication, permission, an unknown
+# model or route, rate limiting that outlasted the retries.
+_ENDPOINT_STATUSES = frozenset({401, 402, 403, 404, 429})
+
+
 def _size(messages: list[dict[str, Any]]) -> int:
     return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
 
 
-POLICIES = ("scripted", "openai")
+POLICIES = ("scripted", "openai", "explore")
 
 
 def make_policy(
@@ -291,6 +316,10 @@ def make_policy(
     a worldline.llm SyncLLMClient, shared by all tasks of a run."""
     if name == "scripted":
         return ScriptedPolicy()
+    if name == "explore":  # seeded exploration without an LLM (collectors/explore.py)
+        from collectors.explore import ExplorePolicy
+
+        return ExplorePolicy(max_turns=max_turns, sample_index=sample_index)
     if name == "openai":
         if llm_client is None:
             raise ValueError("the openai policy needs an LLM client: pass llm_client=SyncLLMClient()")

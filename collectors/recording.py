@@ -176,7 +176,9 @@ class TerminalScreen:
 
 
 class AsciicastWriter:
-    """Writes an asciicast v2 file as the session happens; published atomically on close."""
+    """Writes an asciicast v2 file as the session happens; published atomically on close. A write that
+    fails (a full disk) is raised, and the recording is then never published: close() removes the
+    temporary file and raises that error again, so no cut recording reaches the dataset."""
 
     def __init__(
         self, path: Path, *, cols: int, rows: int, title: str = "", env: dict[str, str] | None = None
@@ -185,6 +187,7 @@ class AsciicastWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = temp_path(path)
         self._fh: IO[str] | None = open(self._tmp, "w", encoding="utf-8")
+        self._failed: OSError | None = None
         self._start = time.monotonic()
         self._out = codecs.getincrementaldecoder("utf-8")("replace")
         header: dict[str, object] = {
@@ -196,12 +199,21 @@ class AsciicastWriter:
         }
         if title:
             header["title"] = title
-        self._fh.write(json.dumps(header) + "\n")
+        self._write(json.dumps(header) + "\n")
+
+    def _write(self, line: str) -> None:
+        if self._fh is None or self._failed is not None:
+            return
+        try:
+            self._fh.write(line)
+        except OSError as exc:
+            self._failed = exc
+            raise
 
     def _event(self, code: str, data: str) -> None:
         if self._fh is None or not data:
             return
-        self._fh.write(
+        self._write(
             json.dumps([round(time.monotonic() - self._start, 6), code, data], ensure_ascii=False) + "\n"
         )
 
@@ -215,14 +227,27 @@ class AsciicastWriter:
         self._event("m", label)
 
     def close(self) -> None:
-        if self._fh is None:
+        fh = self._fh
+        if fh is None:
             return
-        self._event("o", self._out.decode(b"", final=True))
-        self._fh.close()  # publish_file fsyncs it
+        try:
+            self._event("o", self._out.decode(b"", final=True))
+        except OSError:
+            pass  # kept in _failed
         self._fh = None
-        counts: Counter[str] = Counter()
-        typed = redact_cast_file(self._tmp, counts)
-        if typed or counts:
-            with _REDACTIONS_LOCK:
-                _REDACTIONS[self.path] = (typed, counts)
-        publish_file(self._tmp, self.path)
+        try:
+            fh.close()  # publish_file fsyncs it
+        except OSError as exc:
+            self._failed = self._failed or exc
+        try:
+            if self._failed is not None:
+                raise self._failed
+            counts: Counter[str] = Counter()
+            typed = redact_cast_file(self._tmp, counts)
+            if typed or counts:
+                with _REDACTIONS_LOCK:
+                    _REDACTIONS[self.path] = (typed, counts)
+            publish_file(self._tmp, self.path)
+        except BaseException:
+            self._tmp.unlink(missing_ok=True)
+            raise

@@ -570,6 +570,12 @@ def shutdown_sandboxes(wait_s: float = 30.0) -> int:
     return removed + remove_all_live()
 
 
+def reopen_sandboxes() -> None:
+    """Allow new sandboxes again after `shutdown_sandboxes` (a library caller that stopped one run and
+    starts another in the same process)."""
+    _LIVE.closing = False
+
+
 def install_signal_cleanup() -> None:
     """On SIGTERM/SIGHUP remove live sandboxes, then die as the signal asked (Ctrl-C raises
     KeyboardInterrupt, which unwinds through each sandbox's context manager and the atexit hook)."""

@@ -144,6 +144,11 @@ class ShardWriter:
     crash loses at most the unfinished part and never corrupts what is already published. `flush()`
     publishes the current part now (collectors call it after each finished trajectory batch).
     Opening an existing dataset appends to it.
+
+    A write that fails (a full disk) discards the unfinished part, temporary file included, and
+    raises; the writer is then broken: later writes, flushes and `close()` raise ShardError saying how
+    many rows were not published, and nothing after the failure is published. The manifest keeps
+    listing exactly the parts published before it.
     """
 
     def __init__(
@@ -172,6 +177,8 @@ class ShardWriter:
         self._file_rows = 0
         self._seq = len(self.manifest.files)
         self._run = uuid.uuid4().hex[:8]
+        self._failure: BaseException | None = None  # the write that broke the writer
+        self.lost_rows = 0  # rows written to this writer that were never published
 
     # -- public ------------------------------------------------------------------------------------
     def write(self, trajectory: Trajectory) -> None:
@@ -184,6 +191,7 @@ class ShardWriter:
     def write_records(self, records: list[dict[str, Any]]) -> None:
         """Append rows already in the Arrow record form of `schema`."""
         with self._lock:
+            self._check_usable(len(records))
             self._buffer.extend(records)
             if len(self._buffer) >= self.row_group_rows:
                 self._drain()
@@ -193,6 +201,7 @@ class ShardWriter:
         if not table.schema.equals(self.schema, check_metadata=False):
             raise ShardError("write_table: table schema differs from the dataset schema; cast it first")
         with self._lock:
+            self._check_usable(table.num_rows)
             self._drain()
             for batch in table.to_batches(max_chunksize=self.row_group_rows):
                 self._write_batch(pa.Table.from_batches([batch], schema=self.schema))
@@ -200,10 +209,13 @@ class ShardWriter:
     def flush(self) -> None:
         """Publish everything written so far as a finished part."""
         with self._lock:
+            self._check_usable(0)
             self._drain()
             self._publish()
 
     def close(self) -> Manifest:
+        """Publish what is buffered and the manifest. After a failed write, publish nothing more and
+        raise ShardError (the manifest lists what was published before the failure)."""
         self.flush()
         with self._lock:
             self._write_manifest()
@@ -213,25 +225,66 @@ class ShardWriter:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            # Publish what is complete; the exception still propagates.
-            self.close()
+        if exc_type is None or self._failure is None:
+            self.close()  # with an exception in the block: publish what is complete; it still propagates
+        # else the block's exception is the write failure itself (or came after it): it propagates as is
 
     # -- internals (lock held) --------------------------------------------------------------------
+    def _check_usable(self, rows: int) -> None:
+        if self._failure is None:
+            return
+        self.lost_rows += rows
+        self._buffer.clear()
+        raise ShardError(
+            f"{self.root}: an earlier write failed ({self._failure}); {self.lost_rows} row(s) were not "
+            "published and nothing more is (what the manifest lists is complete)"
+        )
+
+    def _fail(self, exc: BaseException) -> None:
+        """Discard the unfinished part (its rows are lost, its temporary file removed) and break the
+        writer: a torn part is never published."""
+        self.lost_rows += self._file_rows + len(self._buffer)
+        self._buffer.clear()
+        writer, tmp = self._writer, self._tmp_path
+        self._writer, self._tmp_path, self._final_path = None, None, None
+        self._file_rows = 0
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # the file is discarded either way
+                pass
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        if self._failure is None:
+            self._failure = exc
+
     def _drain(self) -> None:
         # A chunk never crosses a row group or a file boundary; _write_batch publishes full files.
         while self._buffer:
             take = min(self.max_file_rows - self._file_rows, self.row_group_rows)
             chunk, self._buffer = self._buffer[:take], self._buffer[take:]
-            self._write_batch(pa.Table.from_pylist(chunk, schema=self.schema))
+            try:
+                table = pa.Table.from_pylist(chunk, schema=self.schema)
+            except BaseException:
+                self._buffer = chunk + self._buffer  # a bad record: nothing written, the writer still usable
+                raise
+            try:
+                self._write_batch(table)
+            except BaseException as exc:
+                self.lost_rows += len(chunk)
+                self._fail(exc)
+                raise
 
     def _write_batch(self, table: pa.Table) -> None:
-        if self._writer is None:
-            self._open_part()
-        assert self._writer is not None and self._tmp_path is not None
-        self._writer.write_table(table, row_group_size=self.row_group_rows)
+        try:
+            if self._writer is None:
+                self._open_part()
+            assert self._writer is not None and self._tmp_path is not None
+            self._writer.write_table(table, row_group_size=self.row_group_rows)
+        except BaseException as exc:
+            if self._failure is None:
+                self._fail(exc)
+            raise
         self._file_rows += table.num_rows
         if self._file_rows >= self.max_file_rows or self._tmp_path.stat().st_size >= self.max_file_bytes:
             self._publish()
@@ -240,33 +293,45 @@ class ShardWriter:
         name = f"part-{self._seq:05d}-{self._run}.parquet"
         self._final_path = self.root / self.subdir / name
         self._tmp_path = temp_path(self._final_path)
-        self._writer = pq.ParquetWriter(
+        self._file_rows = 0
+        self._writer = pq.ParquetWriter(  # on failure _write_batch removes the temporary file
             self._tmp_path,
             self.schema,
             compression="zstd",
             compression_level=ZSTD_LEVEL,
             write_statistics=["id"] if "id" in self.schema.names else True,
         )
-        self._file_rows = 0
 
     def _publish(self) -> None:
         if self._writer is None:
             return
         assert self._tmp_path is not None and self._final_path is not None
-        self._writer.close()
-        publish_file(self._tmp_path, self._final_path)
-        self.manifest.files.append(
-            ShardFile(
-                path=str(self._final_path.relative_to(self.root)),
-                rows=self._file_rows,
-                bytes=self._final_path.stat().st_size,
-                sha256=sha256_file(self._final_path),
-            )
+        final = self._final_path
+        try:
+            self._writer.close()  # the footer: a part without one is torn
+            publish_file(self._tmp_path, final)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        entry = ShardFile(
+            path=str(final.relative_to(self.root)),
+            rows=self._file_rows,
+            bytes=final.stat().st_size,
+            sha256=sha256_file(final),
         )
+        self.manifest.files.append(entry)
+        try:
+            self._write_manifest()
+        except BaseException as exc:
+            # Not listed, so not published: the complete part goes too, and the old manifest stays.
+            self.manifest.files.remove(entry)
+            final.unlink(missing_ok=True)
+            self._writer, self._tmp_path = None, None
+            self._fail(exc)
+            raise
         self._writer, self._tmp_path, self._final_path = None, None, None
         self._file_rows = 0
         self._seq += 1
-        self._write_manifest()
 
     def _write_manifest(self) -> None:
         atomic_write_json(self.root / MANIFEST_NAME, self.manifest.to_json())
