@@ -24,6 +24,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "curation_agents.cli": ("clean",),
     "pipelines.cli": ("pools",),
     "worldline.cli_judge": ("judge", "sft"),
+    "worldline.cli_report": ("report",),
+    "worldline.cli_schedule": ("schedule",),
     "worldline.cli_tasks": ("tasks", "coverage"),
 }
 
