@@ -243,11 +243,34 @@ def parse_mini_swe_agent(obj: dict[str, Any] | list[Any]) -> ParsedRecord:
     }
     parsed = parse_messages(obj["messages"], Format.MINI_SWE_AGENT, meta)
     parsed["domain"] = "swe"
+    for t in parsed["turns"]:
+        # mini-swe-agent 2's one tool is `bash {"command": ...}`: the same step as a fenced command.
+        command = _bash_call_command(t)
+        if command is not None:
+            t["action"], t["action_kind"] = command, "command"
     status = meta["exit_status"]
     if status and status not in ("Submitted", "submitted"):
         parsed["status"] = "truncated" if "Limit" in status or "Timeout" in status else "policy_error"
         parsed["status_reason"] = status
     return parsed
+
+
+def _bash_call_command(t: RawTurn) -> str | None:
+    """The command of a `bash` tool call whose only argument is `command`, else None."""
+    if t.get("action_kind") != "tool_call" or t.get("tool_name") != "bash":
+        return None
+    try:
+        call = json.loads(t.get("action", ""))
+    except (ValueError, RecursionError):
+        return None
+    arguments = call.get("arguments") if isinstance(call, dict) else None
+    if (
+        isinstance(arguments, dict)
+        and list(arguments) == ["command"]
+        and isinstance(arguments["command"], str)
+    ):
+        return arguments["command"]
+    return None
 
 
 def _exit_status(messages: list[Any]) -> str:

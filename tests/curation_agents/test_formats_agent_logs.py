@@ -54,7 +54,10 @@ def _source_turns(path: Path, record: Any) -> int:
     if path.parent == MINI:
         messages = record["messages"] if isinstance(record, dict) else record
         return sum(
-            1 for m in messages if m["role"] == "assistant" and _MSWEA_ACTION.search(str(m.get("content")))
+            1
+            for m in messages
+            if m["role"] == "assistant"
+            and (m.get("tool_calls") or _MSWEA_ACTION.search(str(m.get("content"))))
         )
     if path.parent == OPENHANDS:
         # Every executed action has exactly one observation (tied to it by `cause` where events have
@@ -72,7 +75,7 @@ def _source_turns(path: Path, record: Any) -> int:
     raise AssertionError(path)
 
 
-FILES = sorted(p for d in (SWE, MINI, OPENHANDS, ATIF) for p in d.glob("*") if p.name != "SOURCES.md")
+FILES = sorted(p for d in (SWE, MINI, OPENHANDS, ATIF) for p in d.glob("*") if p.suffix not in (".md", ".py"))
 
 
 @pytest.fixture(scope="module")
@@ -145,9 +148,10 @@ def test_swe_agent_history_only_files_and_step_by_step_demonstrations(
     assert again.demonstrations == "\n".join(e["content"] for e in demo)
 
 
-@pytest.mark.parametrize("name", ["github_issue.traj.json", "local.traj.json"])
+@pytest.mark.parametrize("name", ["github_issue.traj.json", "local.traj.json", "v2_textbased.traj.json"])
 def test_mini_swe_agent_v2_fenced_actions(name: str, cleaned: dict[str, Trajectory]) -> None:
-    messages = json.loads((MINI / name).read_text())
+    record = json.loads((MINI / name).read_text())
+    messages = record["messages"] if isinstance(record, dict) else record
     traj = cleaned[f"{name}#file"]
     commands = [
         m for msg in messages if msg["role"] == "assistant" for m in _MSWEA_ACTION.findall(msg["content"])
@@ -159,6 +163,20 @@ def test_mini_swe_agent_v2_fenced_actions(name: str, cleaned: dict[str, Trajecto
         int(c) for msg in messages for c in re.findall(r"<returncode>(-?\d+)</returncode>", msg["content"])
     ]
     assert [t.exit_code for t in traj.turns if t.exit_code is not None] == codes
+
+
+def test_mini_swe_agent_v2_files_give_the_same_steps_either_way(cleaned: dict[str, Trajectory]) -> None:
+    """The shipped text-based and tool-call configs, run on the same steps: the same turns, the
+    command's raw output as the observation, the exit message's status."""
+    record = json.loads((MINI / "v2_toolcall.traj.json").read_text())
+    text, calls = cleaned["v2_textbased.traj.json#file"], cleaned["v2_toolcall.traj.json#file"]
+    results = [m["extra"] for m in record["messages"] if m["role"] == "tool"]
+    assert [t.action.text for t in calls.turns] == [t.action.text for t in text.turns]
+    assert [t.observation.text for t in calls.turns] == [t.observation.text for t in text.turns]
+    assert [t.observation.text for t in calls.turns[: len(results)]] == [r["raw_output"] for r in results]
+    assert [t.exit_code for t in calls.turns[: len(results)]] == [r["returncode"] for r in results]
+    assert all(t.action.kind.value == "command" and t.action.tool_name == "bash" for t in calls.turns)
+    assert record["info"]["exit_status"] == "Submitted" and calls.status.value == "complete"
 
 
 def test_openhands_output_rows(cleaned: dict[str, Trajectory]) -> None:
