@@ -87,6 +87,8 @@ def build(
     if not result.published:
         console.print("[red]counts do not reconcile: nothing published; see the stats above[/red]")
         raise typer.Exit(2)
+    for line in result.empty_pools:
+        console.print(f"[yellow]warning:[/yellow] {line}")
     if result.groups_defaulted:
         console.print(
             f"[yellow]warning:[/yellow] {result.groups_defaulted} trajectories carry no source group "

@@ -285,11 +285,22 @@ def finalize(
     pools: dict[str, Any] = {}
     for pool in ALL_POOLS:
         fs.mkdirs(fs.join(out, pool))
-        files = [_file_entry(out, f) for f in pool_parts(out, pool)]
+        parts = pool_parts(out, pool)
+        files = [_file_entry(out, f) for f in parts]
         summary = pool_summary(out, pool)
+        # The pool folder is a dataset of its own: its manifest lists parts relative to it (OUT's
+        # manifest, below, lists the same parts relative to OUT).
         fs.write_json(
             fs.join(out, pool, "manifest.json"),
-            {"kind": f"worldline.pool.{pool}", "files": files, "rows": sum(f["rows"] for f in files)},
+            {
+                "kind": f"worldline.pool.{pool}",
+                "schema_version": SCHEMA_VERSION,
+                "files": [
+                    {**e, "path": fs.relative(f, fs.join(out, pool))}
+                    for e, f in zip(files, parts, strict=True)
+                ],
+                "rows": sum(f["rows"] for f in files),
+            },
         )
         write_card(out, pool, summary, stats, cfg, lineage)
         pools[pool] = {**summary, "files": files}

@@ -181,6 +181,18 @@ def awb_turns(path: Path) -> Iterator[tuple[str, int, str]]:
             yield eval_id, i, f"{action}\n{observation if observation is not None else response}"
 
 
+def eval_jsonl_files(item: str) -> list[str]:
+    """The AgentWorldBench JSONL files of one evaluation set (none: the set is trajectory shards)."""
+    return fs.list_files(item, "*.jsonl") if fs.is_dir(item) else ([item] if item.endswith(".jsonl") else [])
+
+
+def eval_files(item: str) -> list[str]:
+    """The files one --eval set is read from: its AgentWorldBench JSONL files, else its trajectory parts."""
+    if not fs.exists(item):
+        raise InputError(f"evaluation set {item} does not exist")
+    return eval_jsonl_files(item) or input_parts(item)
+
+
 def eval_texts(paths: list[str], cfg: PoolsConfig) -> Iterator[tuple[str, int, str]]:
     """(eval_id, turn_index, text) of every evaluation turn (turn_index 0: the task) of every set."""
     from pipelines.actions import canonicalise_actions
@@ -188,9 +200,7 @@ def eval_texts(paths: list[str], cfg: PoolsConfig) -> Iterator[tuple[str, int, s
     for item in paths:
         if not fs.exists(item):
             raise InputError(f"evaluation set {item} does not exist")
-        jsonl = (
-            fs.list_files(item, "*.jsonl") if fs.is_dir(item) else ([item] if item.endswith(".jsonl") else [])
-        )
+        jsonl = eval_jsonl_files(item)
         if jsonl:
             for f in jsonl:
                 with local_copy(f) as local:

@@ -11,6 +11,7 @@ always a complete build or untouched. The Beam job's modules are imported by the
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,8 @@ class BuildResult:
     out: str
     manifest: dict[str, Any] = field(default_factory=dict)
     published: bool = False
+    empty_pools: list[str] = field(default_factory=list)
+    """One line per pool the configuration leaves empty because no source kind of the data maps to it."""
 
     @property
     def groups_defaulted(self) -> int:
@@ -94,10 +97,36 @@ def plan_build(
         plan = incremental_plan(out, config.fingerprint(), in_paths, know, ev)
         in_paths, know, ev, new_inputs = plan.inputs, plan.knowledge, plan.evals, plan.new_inputs
     try:
+        check_inputs_hold_data(in_paths, know, ev)
         resolved = resolve_inputs(in_paths, know, ev, config)
     except (ShardError, ValueError, OSError) as exc:
         raise BuildInputsError(str(exc)) from exc
+    if resolved.total_rows == 0:
+        raise BuildInputsError(
+            f"--in {' '.join(in_paths)}: the inputs hold no trajectories (their parts have 0 rows)"
+        )
     return BuildPlan(config, out, in_paths, know, ev, resolved, new_inputs)
+
+
+def check_inputs_hold_data(inputs: list[str], knowledge: list[str], evals: list[str]) -> None:
+    """Refuse an input that holds nothing to read (a folder without shards, corpus files or
+    evaluation files): built from, it would publish pools without a word about the missing data."""
+    from pipelines.inputs import eval_files, input_parts, knowledge_files
+
+    for item in inputs:
+        if not input_parts(item):
+            raise BuildInputsError(
+                f"--in {item}: no trajectory parts (a dataset folder with manifest.json and "
+                "trajectories/part-*.parquet, a folder of parts, or one part file)"
+            )
+    for item in knowledge:
+        if not knowledge_files(item):
+            raise BuildInputsError(f"--knowledge {item}: no corpus files (.jsonl, .parquet, .txt, .md)")
+    for item in evals:
+        if not eval_files(item):
+            raise BuildInputsError(
+                f"--eval {item}: no evaluation data (AgentWorldBench *.jsonl files or trajectory parts)"
+            )
 
 
 def build_pools(
@@ -112,14 +141,56 @@ def build_pools(
     try:
         run_build(plan.resolved, staging, plan.config, list(beam_args or []), progress=progress)
         manifest = finalize(staging, plan.config, plan.inputs, plan.knowledge, plan.evals)
+        empty = unreached_pools(plan.config, manifest, assigned_kinds(staging))
     except BaseException:
         discard(staging)
         raise
     if not manifest["counts"]["reconciles"]:
         discard(staging)
-        return BuildResult(plan.out, manifest, published=False)
+        return BuildResult(plan.out, manifest, published=False, empty_pools=empty)
     publish(staging, plan.out)
-    return BuildResult(plan.out, manifest, published=True)
+    return BuildResult(plan.out, manifest, published=True, empty_pools=empty)
+
+
+def assigned_kinds(out: str) -> Counter[str]:
+    """Records per source kind that reached group assignment (OUT/assignments)."""
+    from pipelines.build import ASSIGNMENTS
+    from pipelines.finalize import pool_parts, read_parquet
+
+    kinds: Counter[str] = Counter()
+    for f in pool_parts(out, ASSIGNMENTS):
+        kinds.update(read_parquet(f, ["source_kind"]).column("source_kind").to_pylist())
+    return kinds
+
+
+def unreached_pools(config: PoolsConfig, manifest: dict[str, Any], kinds: Counter[str]) -> list[str]:
+    """Why each empty pool is empty when the assignment rules send none of the data's source kinds
+    to it (the default rules send collected `infra` data to CPT only)."""
+    from pipelines.config import ALL_POOLS
+
+    rules = config.assignment
+    held = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items())) or "none"
+    lines = []
+    for pool in ALL_POOLS:
+        if manifest["pools"][pool]["samples"]:
+            continue
+        if rules.mode == "by_ratio":
+            if rules.ratios.pools.get(pool, 0) <= 0:
+                lines.append(f"pool {pool} is empty: assignment.ratios gives it no share")
+            continue
+        takers = sorted(k for k, rule in rules.by_kind.items() if rule.pools.get(pool, 0) > 0)
+        if not set(takers) & set(kinds):
+            sends = "; ".join(
+                f"{k} -> {', '.join(sorted(rules.by_kind[k].pools))}"
+                for k in sorted(kinds)
+                if k in rules.by_kind
+            )
+            lines.append(
+                f"pool {pool} is empty: no source kind of the data maps to it (the data holds {held}; "
+                f"assignment.by_kind: {sends}; {pool} takes {', '.join(takers) or 'no kind'}); "
+                "change assignment.by_kind in the --config YAML"
+            )
+    return lines
 
 
 def built_manifest(out: str) -> dict[str, Any]:

@@ -358,10 +358,48 @@ def shard_files(path: str | Path) -> list[Path]:
         raise ShardError(f"{p}: no such file or directory")
     manifest = read_manifest(p)
     if manifest is not None:
-        return [p / f.path for f in manifest.files]
+        if not manifest.files and _manifest_kind(p) == POOLS_KIND:
+            raise ShardError(
+                f"{p}: holds the pools `worldline pools build` wrote, not one dataset; give one pool "
+                f"folder ({p}/eval holds trajectories; {p}/cpt, {p}/sft, {p}/rl training samples)"
+            )
+        return [listed_path(p, f.path) for f in manifest.files]
     base = p / TRAJECTORY_DIR if (p / TRAJECTORY_DIR).is_dir() else p
     files = sorted(f for f in base.rglob("*.parquet") if not f.name.startswith("."))
     return files
+
+
+POOLS_KIND = "worldline.pools"
+
+
+def dataset_files(path: str | Path) -> list[Path]:
+    """`shard_files` for a reader that needs data: a folder holding no dataset (no manifest.json and
+    no Parquet parts, e.g. a mistyped path) is an error naming it, never an empty result."""
+    files = shard_files(path)
+    if not files and read_manifest(path) is None:
+        raise ShardError(
+            f"{path}: holds no trajectory dataset (no manifest.json, no .parquet parts); give a folder "
+            "`worldline collect`, `clean` or `import` wrote, a folder of parts or one part file"
+        )
+    return files
+
+
+def _manifest_kind(root: Path) -> str | None:
+    try:
+        kind = json.loads((root / MANIFEST_NAME).read_text("utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
+def listed_path(root: Path, relative: str) -> Path:
+    """Where a manifest entry of dataset `root` lives. Pool manifests written before pool folders were
+    datasets of their own list `POOL/part-...` relative to the build's OUT; those resolve there."""
+    path = root / relative
+    head, _, rest = relative.partition("/")
+    if rest and head == root.name and not path.exists() and (root / rest).exists():
+        return root / rest
+    return path
 
 
 def same_shape(got: pa.DataType, want: pa.DataType) -> bool:
@@ -379,6 +417,10 @@ def same_shape(got: pa.DataType, want: pa.DataType) -> bool:
 
 def check_file_schema(path: Path, expected: pa.Schema = TRAJECTORY_SCHEMA) -> pq.ParquetFile:
     """Open a part and check its version and schema; errors name the file and what is wrong."""
+    if not Path(path).is_file():
+        raise ShardError(
+            f"{path}: missing (the dataset's manifest.json lists it); restore the file or rewrite the dataset"
+        )
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
@@ -389,6 +431,12 @@ def check_file_schema(path: Path, expected: pa.Schema = TRAJECTORY_SCHEMA) -> pq
     version = (schema.metadata or {}).get(SCHEMA_METADATA_KEY)
     if version is not None:
         check_version(version.decode("utf-8", "replace"), str(path))
+    pool = (schema.metadata or {}).get(b"worldline.pool")
+    if pool is not None and expected is TRAJECTORY_SCHEMA:
+        raise ShardError(
+            f"{path}: a part of the {pool.decode()} pool (training samples, not trajectories); read it "
+            "with `worldline stats` or worldline.open_dataset, check it with `worldline pools verify OUT`"
+        )
     missing = [n for n in expected.names if n not in schema.names]
     if missing:
         raise ShardError(f"{path}: not a worldline trajectory file: missing column(s) {', '.join(missing)}")
@@ -420,7 +468,7 @@ def arrow_dataset(path: str | Path) -> pads.Dataset:
     """A pyarrow dataset over the parts with the explicit schema (never inferred)."""
     import pyarrow.dataset as pads
 
-    files = shard_files(path)
+    files = dataset_files(path)
     for f in files:
         check_file_schema(f)
     return pads.dataset([str(f) for f in files], schema=TRAJECTORY_SCHEMA, format="parquet")
@@ -443,7 +491,7 @@ def open_dataset(path: str | Path) -> pl.LazyFrame:
     """
     import polars as pl
 
-    files = shard_files(path)
+    files = dataset_files(path)
     for f in files:
         check_file_schema(f)
     if not files:

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from schemas import SCHEMA_VERSION, TRAJECTORY_SCHEMA, ShardError
 from schemas.jsonschema import trajectory_json_schema
-from schemas.shards import iter_record_batches, shard_files
+from schemas.shards import dataset_files, iter_record_batches
 from schemas.validate import validate_path
 
 console = Console()
@@ -118,7 +118,7 @@ def stats(
         "turns",
     ]
     try:
-        files = shard_files(path)
+        files = dataset_files(path)
         for _, batch in iter_record_batches(path, batch_size=512, columns=columns):
             domains = batch.column("domain").to_pylist()
             kinds = pc.struct_field(batch.column("source"), ["kind"]).to_pylist()

@@ -22,6 +22,7 @@ from curation_agents.agentworldbench_import import import_agentworldbench
 from schemas import ShardError, Trajectory, get_trajectory, iter_trajectories
 from schemas.agentworldbench import AtomicTextFile, SampleError, TurnSelection, export_agentworldbench
 from schemas.render import TEXT_CLIP_CHARS
+from schemas.shards import dataset_files
 
 console = Console()
 err_console = Console(stderr=True, highlight=False)
@@ -155,7 +156,9 @@ def show(
 
 
 def _stream(path: Path) -> Iterator[Trajectory]:
-    """Trajectories of a dataset; a broken record raises ShardError naming the file and the record."""
+    """Trajectories of a dataset; a broken record raises ShardError naming the file and the record,
+    a path holding no dataset ShardError naming the path."""
+    dataset_files(path)
     it = iter_trajectories(path)
     n = 0
     while True:
