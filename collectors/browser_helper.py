@@ -43,6 +43,15 @@ POLICY_DIR = "/tmp/chromium-policy"  # /etc/chromium/policies/managed/allow.json
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 # Schemes a page may load without a network request leaving the browser.
 INERT_SCHEMES = ("data", "blob", "about")
+# What Chromium draws for each character of a password field (-webkit-text-security: disc).
+BULLET = "\u2022"
+_SECRET_TEST = "(e instanceof HTMLInputElement && (e.type === 'password' || getComputedStyle(e).webkitTextSecurity && getComputedStyle(e).webkitTextSecurity !== 'none'))"
+SECRET_VALUES_JS = (
+    f"() => Array.from(document.querySelectorAll('input')).filter(e => {_SECRET_TEST}).map(e => e.value)"
+)
+SECRET_OF_ELEMENT_JS = f"e => {_SECRET_TEST} ? e.value : null"
+# A textbox line of the ARIA snapshot with a value: `- textbox "Password" [active] [ref=e9]: hunter2`.
+TEXTBOX_VALUE = re.compile(r"^(\s*- textbox\b.*?\[ref=([a-z0-9]+)\][^:]*: )(.*)$")
 
 
 def origin_of(url: str) -> tuple[str, str, int] | None:
@@ -421,7 +430,7 @@ class Driver:
     def page_state(self) -> dict[str, Any]:
         page = self.page
         try:
-            snapshot = page.aria_snapshot(mode="ai", timeout=self.timeout_ms)
+            snapshot = self.mask_secrets(page.aria_snapshot(mode="ai", timeout=self.timeout_ms))
         except Exception as exc:  # a page mid-navigation or crashed: say so instead of failing the run
             snapshot = f"(the accessibility tree could not be read: {first_line(exc)})"
         tabs = []
@@ -443,6 +452,35 @@ class Driver:
             "procs": procs,
             "rss_mb": rss_mb,
         }
+
+    def mask_secrets(self, snapshot: str) -> str:
+        """The snapshot with the value of every password field shown as the browser draws it: one
+        bullet per character (`textbox "Password" [ref=e9]: •••••••`). Playwright's snapshot gives a
+        password input's value in clear text like any textbox; a field counts as secret when it is an
+        input of type password or its text is drawn masked (`-webkit-text-security`)."""
+        values: set[str] = set()
+        for frame in self.page.frames:
+            try:
+                found = frame.evaluate(SECRET_VALUES_JS)
+            except Exception:  # a frame that is navigating or gone
+                continue
+            values.update(v for v in found if isinstance(v, str) and v)
+        if not values:
+            return snapshot
+        lines = snapshot.split("\n")
+        for i, line in enumerate(lines):
+            match = TEXTBOX_VALUE.match(line)
+            if match is None or not any(
+                v in match.group(3) or json.dumps(v)[1:-1] in match.group(3) for v in values
+            ):
+                continue
+            try:
+                secret = self.page.locator(f"aria-ref={match.group(2)}").evaluate(SECRET_OF_ELEMENT_JS)
+            except Exception:
+                continue
+            if isinstance(secret, str) and secret:
+                lines[i] = match.group(1) + BULLET * len(secret)
+        return "\n".join(lines)
 
     def resources(self) -> tuple[int, float]:
         """The browser's processes (as Chromium lists them over CDP) and their resident memory."""

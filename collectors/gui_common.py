@@ -11,7 +11,6 @@ action text is ever evaluated as code.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -22,8 +21,10 @@ from typing import Any
 from collectors.environment import Environment, Task, TaskError
 from schemas import Action, ActionKind, ActionSpace, ToolSpec
 from schemas.gui_failure import detect_page_failure
+from schemas.screen_state import ERROR_LINE, VOLATILE_PATTERNS, screen_hash, stable_screen, state_text
 
-__all__ = ["detect_page_failure"]  # the GUI collectors' failure check; the rule lives in schemas.gui_failure
+# The GUI collectors' failure check (the rule lives in schemas.gui_failure) and state rule (schemas.screen_state).
+__all__ = ["ERROR_LINE", "VOLATILE_PATTERNS", "detect_page_failure", "state_text"]
 
 
 class EnvFailure(OSError):
@@ -240,48 +241,15 @@ class GuiEnvironment(Environment):
             info["action_error"] = "arguments"
 
 
-ERROR_LINE = "Last action error:"
-
-
-def state_text(observation: str) -> str:
-    """The observation minus the per-turn error line: the state the no-change filter compares."""
-    return "\n".join(line for line in observation.splitlines() if not line.startswith(ERROR_LINE))
-
-
-# --------------------------------------------------------------------------------------------------
-# State hash: volatile content (clocks, dates, relative times) does not count as a change
-# --------------------------------------------------------------------------------------------------
-
-_MONTH = (
-    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
-    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
-)
-_DAY = r"(?:Mon(?:day)?|Tue(?:s(?:day)?)?|Wed(?:nesday)?|Thu(?:rs(?:day)?)?|Fri(?:day)?|Sat(?:urday)?|Sun(?:day)?)"
-VOLATILE_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # ISO timestamps and dates: 2026-12-01T00:36:17Z, 2026-12-01 00:36
-    re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"),
-    # clock times: 12:00, 9:05:33, 3:04 PM
-    re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AaPp]\.?[Mm]\.?)?\b"),
-    # written dates: Dec 1, 2026 / 1 December 2026 / Tue Dec 1 / Fri, Apr 21
-    re.compile(rf"\b{_DAY}\b,?\s+(?:\d{{1,2}}\s+)?{_MONTH}\b\.?(?:\s+\d{{1,2}}\b)?(?:,?\s+\d{{4}})?"),
-    re.compile(rf"\b\d{{1,2}}\s+{_MONTH}\b\.?(?:,?\s+\d{{4}}\b)?"),
-    re.compile(rf"\b{_MONTH}\b\.?\s+\d{{1,2}}\b(?:,?\s+\d{{4}}\b)?"),
-    # relative times: 5 seconds ago, 1 min ago, just now
-    re.compile(r"\b\d+\s*(?:s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?)\s+ago\b", re.I),
-    re.compile(r"\bjust now\b", re.I),
-)
-
-
 def normalise_state(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str:
-    """`text` with volatile content replaced by a placeholder and whitespace runs collapsed."""
-    for pattern in VOLATILE_PATTERNS + extra:
-        text = pattern.sub("<volatile>", text)
-    return re.sub(r"\s+", " ", text).strip()
+    """`text` with volatile content replaced by a placeholder and whitespace runs collapsed (the rule
+    is `schemas.screen_state`, shared with the pools' no-change filter)."""
+    return stable_screen(text, extra)
 
 
 def state_hash(text: str, extra: tuple[re.Pattern[str], ...] = ()) -> str:
     """A short hash of the normalised state: equal hashes mean no effective change."""
-    return hashlib.sha256(normalise_state(text, extra).encode("utf-8")).hexdigest()[:16]
+    return screen_hash(text, extra)
 
 
 class StateTracker:

@@ -10,7 +10,6 @@ say how many records each rule removed and counts reconcile (in = kept + dropped
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from pipelines.config import FilterConfig
 from schemas.domains import GUI_DOMAINS, TOOL_DOMAINS
 from schemas.gui_failure import error_state_marker
 from schemas.reasons import ReasonCode
+from schemas.screen_state import stable_screen
 from schemas.trajectory import (
     ActionKind,
     Trajectory,
@@ -92,40 +92,30 @@ def gui_env_failure(traj: Trajectory, markers: list[str], max_words: int = 150) 
     return None
 
 
-_VOLATILE = re.compile(
-    r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:\s?[ap]\.?m\.?)?\b"  # clocks and timers
-    r"|\b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?)?\b"  # ISO dates / timestamps
-    r"|\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|days?)\b(?:\s+ago)?"
-    r"|\b(?:just now|a (?:second|minute|moment) ago)\b",
-    re.IGNORECASE,
-)
-
-
-def stable_screen(text: str) -> str:
-    """A screen with volatile content (clocks, timers, timestamps, relative times) masked and
-    whitespace normalised: what no-change detection compares. Other numbers are state (a cart
-    count, a page number) and are kept."""
-    return " ".join(_VOLATILE.sub("<t>", text).split())
-
-
 def drop_gui_no_change_turns(traj: Trajectory) -> tuple[Trajectory, int]:
     """Remove GUI turns whose state did not change: the collector's flag, else identical screens.
 
-    A turn is no-change when `state_changed` is False, or (flag unknown) when its observation equals
-    the previous turn's observation once volatile content is masked (`stable_screen`). The first turn
-    is always kept: it has no "before" screen to compare with.
+    A turn is no-change when `state_changed` is False, or when its observation equals the previous
+    turn's once volatile content is masked (`stable_screen`: clocks, countdowns, timer nodes, dates,
+    relative times, re-created refs, the error line). A True flag wins when the text is byte for byte
+    the previous screen (the collector saw state the text does not show, e.g. a form value), but not
+    when the texts differ only in volatile content: that difference is a clock, whatever the collector
+    that recorded it thought. The first turn is always kept: it has no "before" screen.
     """
     kept: list[Turn] = []
     removed = 0
-    previous: str | None = None
+    previous: tuple[str, str] | None = None  # (raw text, stable screen) of the previous turn
     for turn in traj.turns:
-        screen = stable_screen(turn.observation.text)
-        unchanged = turn.state_changed is False or (turn.state_changed is None and screen == previous)
+        raw = turn.observation.text
+        screen = stable_screen(raw)
+        same = previous is not None and screen == previous[1]
+        volatile_only = same and previous is not None and raw != previous[0]
+        unchanged = turn.state_changed is False or (same and (turn.state_changed is None or volatile_only))
         if unchanged and kept:
             removed += 1
         else:
             kept.append(turn)
-        previous = screen
+        previous = (raw, screen)
     if removed:
         traj.turns = kept
     return traj, removed

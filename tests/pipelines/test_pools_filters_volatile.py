@@ -7,13 +7,11 @@ from hypothesis import strategies as st
 
 from curation_agents.turn_rules import skip_retry_cycles
 from pipelines.config import PoolsConfig
-from pipelines.filters import (
-    drop_gui_no_change_turns,
-    stable_screen,
-)
+from pipelines.filters import drop_gui_no_change_turns
 from pipelines.minhash import exact_key
 from pipelines.stages.dedup import trajectory_text
 from schemas.gui_failure import error_state_marker
+from schemas.screen_state import stable_screen
 from schemas.trajectory import (
     Action,
     ActionKind,
@@ -108,3 +106,72 @@ def test_exact_dedup_keeps_digits_that_carry_results() -> None:
     assert key(_terminal("kill 4242", "done")) == key(_terminal("kill 4343", "done"))
     cfg.dedup.fold_digits_observations = True
     assert key(_terminal("python sum.py", "sum = 4")) == key(_terminal("python sum.py", "sum = 5"))
+
+
+# -- GUI screens: countdowns, timer nodes, re-created refs ------------------------------------------
+
+MINIWOB = """URL: http://127.0.0.1:8001/miniwob/login-user.html
+Title: Login User Task
+Tabs: [0] Login User Task (current)
+Focused: generic [ref=e1]
+
+- generic [active] [ref=e1]:
+  - generic [ref=e2]:
+    - generic [ref=e3]: Enter the username "rex" and the password "6P0B" into the text fields and press login.
+  - generic [ref=e12]:
+    - generic [ref=e13]: "Last reward: -"
+    - generic [ref=e16]: "Time left: {left} / 10sec"
+    - generic [ref=e17]: "Episodes done: {done}\""""
+
+DESKTOP = """Windows: clock: frame "Kitchen timer" (active)
+Focused application: clock
+
+[1] frame "Kitchen timer" (active, showing) @0,0 400x300
+  [2] timer "Countdown" (showing) value="{left}" @10,10 100x20
+    [3] label "{left} left" (showing)
+  [4] label "Alarms set: {done}" (showing)
+  [5] push button "Start" (focusable, showing)"""
+
+
+@given(
+    st.sampled_from([MINIWOB, DESKTOP]),
+    st.integers(0, 600),
+    st.integers(0, 600),
+    st.sampled_from(["{n}", "{n}s", "{n} sec", "00:{n:02d}", "{n} seconds", "1d 02h 13m {n:02d}s", "-{n}"]),
+)
+def test_countdowns_on_gui_screens_are_volatile(template: str, a: int, b: int, form: str) -> None:
+    first = template.format(left=form.format(n=a % 60), done=3)
+    second = template.format(left=form.format(n=b % 60), done=3)
+    if template is MINIWOB and not form.endswith(("s", "sec", "seconds")):
+        first, second = (t.replace(" / 10sec", "") for t in (first, second))
+    traj, n = drop_gui_no_change_turns(_traj([_gui(first), _gui(second)], Domain.WEB))
+    assert n == 1 and len(traj.turns) == 1
+    # The count beside it is state: one more episode / alarm is a change.
+    changed = template.format(left=form.format(n=b % 60), done=4)
+    traj, n = drop_gui_no_change_turns(_traj([_gui(first), _gui(changed)], Domain.WEB))
+    assert n == 0
+
+
+def _gui(text: str, changed: bool | None = None) -> Turn:
+    return Turn(
+        Action(ActionKind.GUI, "noop(1000)"),
+        Observation(text, ObservationFormat.AXTREE),
+        state_changed=changed,
+    )
+
+
+def test_a_stale_change_flag_does_not_outvote_a_ticking_clock() -> None:
+    """A collector whose older rule missed the countdown flagged the turn as a change: the texts differ
+    only in volatile content, so the turn is no-change; an identical text with the flag set is kept."""
+    a, b = MINIWOB.format(left=9, done=0), MINIWOB.format(left=8, done=0)
+    traj, n = drop_gui_no_change_turns(_traj([_gui(a, True), _gui(b, True)], Domain.WEB))
+    assert n == 1
+    traj, n = drop_gui_no_change_turns(_traj([_gui(a, True), _gui(a, True)], Domain.WEB))
+    assert n == 0  # the collector saw something the text does not show
+
+
+def test_refs_of_recreated_nodes_and_the_error_line_are_not_state() -> None:
+    a = '- list [ref=e4]:\n  - listitem [ref=e5]: "Buy coffee"'
+    b = 'Last action error: no element with ref e9\n- list [ref=e4]:\n  - listitem [ref=e31]: "Buy coffee"'
+    assert stable_screen(a) == stable_screen(b)
+    assert stable_screen(a) != stable_screen(a.replace("coffee", "tea"))
