@@ -52,7 +52,6 @@ from collectors.environment import (
     StepResult,
     Task,
     TaskError,
-    out_of_action_space,
     parse_tool_call,
 )
 from collectors.mcp_client import (
@@ -63,12 +62,11 @@ from collectors.mcp_client import (
     URLPolicy,
     URLRefused,
     exc_text,
-    render_error,
-    render_tool_result,
 )
 from collectors.mcp_servers import BUNDLED, INSTALL_FIX, SANDBOX_IMAGE, SANDBOX_LAYOUT, BundledServer, Launch
 from collectors.sandbox import Sandbox
-from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
+from schemas import Action, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec, mcp_observation
+from schemas.turn_facts import ENDED, OUT_OF_ACTION_SPACE, TIMED_OUT, record
 
 STDERR_TAIL_CHARS = 1500
 CONNECTION_KEYS = ("server", "command", "url")
@@ -83,6 +81,7 @@ COMMON_KEYS = {
     "timeout_s",
     "start_timeout_s",
     "sandbox",
+    "tools",
 }
 # The seeder runs from its source inside the sandbox (python3 -I -c), so the image needs nothing of ours.
 SEED_PROGRAM = Path(mcp_seed.__file__).read_text("utf-8")
@@ -175,7 +174,9 @@ class MCPEnvironment(Environment):
         super().__init__(options)
         self.connection: MCPConnection | None = None
         self.workspace: Path | None = None
-        self.tools: dict[str, types.Tool] = {}
+        self.tools: dict[str, types.Tool] = {}  # the task's action space
+        self.served: set[str] = set()  # every tool the server listed (the task may offer fewer)
+        self._tools_may_change = False  # the server announces changes to its tool list
         self.argument_checks: dict[str, ArgumentCheck] = {}
         self.space = ActionSpace()
         self._stderr: TextIO | None = None
@@ -241,6 +242,12 @@ class MCPEnvironment(Environment):
                 raise TaskError(f"{at}: field 'mcp.{key}' must be an object of string values")
         if "cwd" in cfg and not isinstance(cfg["cwd"], str):
             raise TaskError(f"{at}: field 'mcp.cwd' must be a string (a folder path)")
+        if "tools" in cfg and not (
+            isinstance(cfg["tools"], list) and cfg["tools"] and all(isinstance(t, str) for t in cfg["tools"])
+        ):
+            raise TaskError(
+                f"{at}: field 'mcp.tools' must be a non-empty list of tool names (the tools the task offers)"
+            )
         if "sandbox" in cfg and not isinstance(cfg["sandbox"], bool):
             raise TaskError(f"{at}: field 'mcp.sandbox' must be true or false")
         if cfg.get("sandbox") and "url" in cfg:
@@ -410,14 +417,25 @@ class MCPEnvironment(Environment):
             raise MCPServerError(
                 f"task {task.id}: the MCP server failed to start: {exc_text(exc)}{where}{self._stderr_tail()}"
             ) from exc
+        self.served = {t.name for t in tools}
+        offered = cfg.get("tools")
+        if offered is not None:
+            missing = sorted(set(offered) - self.served)
+            if missing:
+                raise MCPServerError(
+                    f"task {task.id}: field 'mcp.tools' names tool(s) the server does not have: "
+                    f"{', '.join(missing)}; it lists: {', '.join(sorted(self.served)) or 'none'}"
+                )
+            tools = [t for t in tools if t.name in set(offered)]
         self.tools = {t.name: t for t in tools}
         self.argument_checks = {t.name: ArgumentCheck(t.input_schema) for t in tools}
+        self._tools_may_change = bool(init.capabilities.tools and init.capabilities.tools.list_changed)
         info = init.server_info
         self.space = ActionSpace(
             description=(
                 f"You call the tools of the MCP server {info.name!r} (version {info.version}). Each action is "
-                'a JSON tool call {"name": ..., "arguments": {...}}; the observation is the tool result as '
-                "MCP JSON: content blocks, structuredContent when the tool gives it, and isError."
+                'a JSON tool call {"name": ..., "arguments": {...}}; the observation is the tool result\'s content '
+                "as MCP JSON (one content block as an object, several as an array), or the JSON-RPC error."
                 + (f"\nServer instructions: {init.instructions}" if init.instructions else "")
             ),
             tools=[tool_spec(t) for t in tools],
@@ -484,51 +502,91 @@ class MCPEnvironment(Environment):
         try:
             name, arguments = parse_tool_call(action)
         except ValueError as exc:
-            return StepResult(
-                action=action,
-                observation=Observation(
-                    text=render_error(None, str(exc)), format=ObservationFormat.JSON, is_error=True
-                ),
-                info={"malformed_call": True},
-            )
-        if name not in self.tools:
-            return out_of_action_space(action, self.space)
+            # Nothing reached the server, so nothing was observed; the turn says why.
+            return _unobserved(action, {"malformed_call": str(exc)})
         info: dict[str, Any] = {}
-        violation = self.argument_checks[name].violation(arguments)
-        if violation:
-            info["schema_violation"] = violation
+        if name not in self.tools:
+            if not self._unknown_to_server(name):
+                # The server has this tool and the task did not offer it: a call could change state the
+                # task does not cover, so it is not sent.
+                record(info, OUT_OF_ACTION_SPACE, {"tool": name, "sent": False})
+                return _unobserved(action, info)
+            # A tool the server does not have can only be answered with an error: the server's own
+            # answer is the observation.
+            record(info, OUT_OF_ACTION_SPACE, {"tool": name, "sent": True})
+        else:
+            violation = self.argument_checks[name].violation(arguments)
+            if violation:
+                info["schema_violation"] = violation
+        connection = self.connection
         try:
-            result = self.connection.call_tool(name, arguments)
+            result = connection.call_tool(name, arguments)
         except MCPError as exc:
-            text = render_error(exc.code, exc.message, exc.data)
-            if exc.code == types.REQUEST_TIMEOUT:
-                info["timed_out"] = True
-            if exc.code == types.CONNECTION_CLOSED or not self.connection.server_alive():
-                info["server_exited"] = True
+            if exc.code == types.CONNECTION_CLOSED or not connection.server_alive():
                 self._server_died = (
                     f"the MCP server exited during the episode: {exc.message}{self._stderr_tail()}"
                 )
-            return StepResult(
-                action=action,
-                observation=Observation(text=text, format=ObservationFormat.JSON, is_error=True),
-                info=info,
-            )
-        except Exception as exc:  # a reply the SDK could not validate: record what the client got
-            info["client_error"] = type(exc).__name__
-            return StepResult(
-                action=action,
-                observation=Observation(
-                    text=render_error(None, exc_text(exc)), format=ObservationFormat.JSON, is_error=True
-                ),
-                info=info,
-            )
+                info["server_exited"] = True
+                record(info, ENDED, {"reason": self._server_died})
+                return StepResult(
+                    action=action,
+                    observation=Observation(text="", format=ObservationFormat.JSON),
+                    info=info,
+                    env_failure=self._server_died,
+                )
+            if exc.code == types.REQUEST_TIMEOUT and connection.last_reply is None:
+                record(info, TIMED_OUT, {"after_s": connection.call_timeout_s})
+                return _unobserved(action, info)
+            return self._observed(action, info, connection, render_error_of(exc))
+        except MCPServerError as exc:  # the call was cut short (the episode's deadline): nothing answered it
+            record(info, ENDED, {"reason": exc_text(exc)})
+            return _unobserved(action, info)
+        except Exception as exc:  # a reply the SDK could not validate: the reply itself is the observation
+            info["client_error"] = exc_text(exc)
+            return self._observed(action, info, connection, None)
+        text, is_error, structured = mcp_observation.render_result(
+            result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        )
+        return self._observed(action, info, connection, (text, is_error, structured))
+
+    def _observed(
+        self,
+        action: Action,
+        info: dict[str, Any],
+        connection: MCPConnection,
+        fallback: tuple[str, bool, Any] | None,
+    ) -> StepResult:
+        """The turn of a call the server answered: its reply as it came off the wire (`fallback`, from the
+        SDK's validated result, only when the wire form was not seen)."""
+        reply = connection.last_reply
+        if reply is not None and "result" in reply:
+            text, is_error, structured = mcp_observation.render_result(reply["result"])
+        elif reply is not None:
+            text, is_error, structured = mcp_observation.render_error(reply["error"]), True, None
+        elif fallback is not None:
+            text, is_error, structured = fallback
+        else:
+            return _unobserved(action, info)
+        if structured is not None:
+            info[mcp_observation.STRUCTURED_CONTENT] = structured
         return StepResult(
             action=action,
-            observation=Observation(
-                text=render_tool_result(result), format=ObservationFormat.JSON, is_error=bool(result.is_error)
-            ),
+            observation=Observation(text=text, format=ObservationFormat.JSON, is_error=is_error),
             info=info,
         )
+
+    def _unknown_to_server(self, name: str) -> bool:
+        """Whether the server has no tool `name`, so a call can only be refused by it. A server whose tool
+        list may change is asked again; if it cannot answer, the tool is taken to exist."""
+        if name in self.served:
+            return False
+        if not self._tools_may_change or self.connection is None:
+            return True
+        try:
+            listed = {t.name for t in self.connection.list_tools()}
+        except Exception:
+            return False
+        return name not in listed
 
     def _stderr_tail(self) -> str:
         if self.workspace is None:
@@ -565,6 +623,23 @@ class MCPEnvironment(Environment):
         if self.workspace is not None:
             shutil.rmtree(self.workspace, ignore_errors=True)
             self.workspace = None
+
+
+def _unobserved(action: Action, info: dict[str, Any]) -> StepResult:
+    """A turn whose action reached no server answer: an empty observation, the reason in `info`."""
+    return StepResult(
+        action=action,
+        observation=Observation(text="", format=ObservationFormat.JSON, is_error=True),
+        info=info,
+    )
+
+
+def render_error_of(exc: MCPError) -> tuple[str, bool, Any]:
+    """A JSON-RPC error as the SDK reported it, for a reply whose wire form was not seen."""
+    error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.data is not None:
+        error["data"] = exc.data
+    return mcp_observation.render_error(error), True, None
 
 
 def _check_url(url: str, at: str) -> None:

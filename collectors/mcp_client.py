@@ -12,15 +12,13 @@ collection threads are N independent loops and servers.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TextIO
 
+import anyio
 import httpcore2
 import httpx2
 from mcp import types
@@ -32,6 +30,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 from collectors.mcp_servers import Launch
 from collectors.sandbox import SandboxError
 from collectors.url_policy import OriginPolicy, URLNotAllowed
+from schemas import mcp_observation
 
 DEFAULT_START_TIMEOUT_S = 30.0
 
@@ -161,63 +160,13 @@ def guarded_http_client(policy: URLPolicy, headers: dict[str, str] | None = None
 # -- observations ----------------------------------------------------------------------------------
 
 
-def _json_writer() -> Callable[[Any], str]:
-    """`json.dumps(obj, ensure_ascii=False)` without its set-up on every call (a JSONEncoder and its C
-    encoder, half of the 5 us it takes on a one-block tool result). CPython's C encoder, the one
-    json.dumps runs, is built once here, without the circular-reference check (what it writes comes
-    from the wire or from model_dump and cannot be circular; and with no shared state, threads can share
-    it); where the C encoder is missing, the plain encoder. tests/collectors/test_collectors_mcp.py checks that the
-    text is json.dumps' on any JSON value."""
-    plain = json.JSONEncoder(ensure_ascii=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return plain.encode
-    encode = make(None, plain.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
-    return lambda obj: "".join(encode(obj, 0))
-
-
-write_json = _json_writer()
-
-
-def describe_binary(data: str, mime_type: str | None, what: str) -> str:
-    """A base64 payload as a short description: kind, MIME type, decoded size and a digest."""
-    try:
-        raw = base64.b64decode(data, validate=False)
-    except (ValueError, TypeError):
-        raw = data.encode()
-    digest = hashlib.sha256(raw).hexdigest()[:16]
-    return f"[{what} {mime_type or 'unknown type'}, {len(raw)} bytes, sha256 {digest}]"
-
-
-def describe_block(block: Any) -> dict[str, Any]:
-    """One content block in MCP wire form, binary data replaced by its description."""
-    obj: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
-    kind = obj.get("type")
-    if kind in ("image", "audio") and isinstance(obj.get("data"), str):
-        obj["data"] = describe_binary(obj["data"], obj.get("mimeType"), kind)
-    if kind == "resource" and isinstance(obj.get("resource"), dict):
-        resource = obj["resource"]
-        if isinstance(resource.get("blob"), str):
-            resource["blob"] = describe_binary(resource["blob"], resource.get("mimeType"), "blob")
-    return obj
-
-
 def render_tool_result(result: types.CallToolResult) -> str:
-    """The tool result as the client received it (MCP JSON, camelCase keys, one line as AgentWorldBench
-    records it), binaries described."""
-    out: dict[str, Any] = {"content": [describe_block(b) for b in result.content]}
-    if result.structured_content is not None:
-        out["structuredContent"] = result.structured_content
-    out["isError"] = bool(result.is_error)
-    return write_json(out)
-
-
-def render_error(code: int | None, message: str, data: Any = None) -> str:
-    """A JSON-RPC error (or a transport failure, code None) as the client saw it."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return write_json({"error": error})
+    """The observation of a result the SDK validated (schemas.mcp_observation's convention), for a reply
+    whose wire form was not seen; `MCPConnection.last_reply` is the wire form itself."""
+    text, _, _ = mcp_observation.render_result(
+        result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    return text
 
 
 # -- the connection --------------------------------------------------------------------------------
@@ -259,6 +208,8 @@ class MCPConnection:
         self._unanswered: str | None = None
         self._interrupted: str | None = None
         self.closed_reason: str | None = None
+        # The last reply read from the server, as sent: {"result": {...}} or {"error": {...}}.
+        self.last_reply: dict[str, Any] | None = None
 
     # lifecycle
     def open(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> types.InitializeResult:
@@ -302,12 +253,36 @@ class MCPConnection:
                     streamable_http_client(self.url, http_client=http_client)
                 )
             read, write = streams[0], streams[1]
-            session = await stack.enter_async_context(ClientSession(read, write))
+            # The session reads through a tap that keeps each reply as the server sent it (the SDK's
+            # validated result drops fields its model does not know). LIFO unwinding: the session
+            # closes, the tap is cancelled, then the transport closes.
+            tapped_send, tapped_read = anyio.create_memory_object_stream[Any](0)
+            taps = await stack.enter_async_context(anyio.create_task_group())
+            taps.start_soon(self._tap, read, tapped_send)
+            stack.callback(taps.cancel_scope.cancel)
+            session = await stack.enter_async_context(ClientSession(tapped_read, write))
             init = await session.initialize()
             self.session = session
             ready.set_result(init)
             assert self._closing is not None
             await self._closing.wait()
+
+    async def _tap(self, source: Any, sink: Any) -> None:
+        """Forward what the transport read to the session, keeping the last tools/call reply (a
+        response's `result`, or an error's `error`) as it came off the wire."""
+        async with sink:
+            async for item in source:
+                message = getattr(item, "message", None)
+                message = getattr(message, "root", message)
+                # Only tools/call answers (a result with `content`, or an error): the SDK may list the
+                # tools after a call to validate its structured content, and that reply is not the call's.
+                if isinstance(message, types.JSONRPCResponse) and "content" in message.result:
+                    self.last_reply = {"result": message.result}
+                elif isinstance(message, types.JSONRPCError):
+                    self.last_reply = {
+                        "error": message.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+                    }
+                await sink.send(item)
 
     async def _stop_owner(self) -> None:
         if self._owner is None:
@@ -445,6 +420,7 @@ class MCPConnection:
         session = self._require()
         # The SDK's own read timeout answers a slow server with an MCPError (REQUEST_TIMEOUT).
         request = partial(session.call_tool, name, arguments, read_timeout_seconds=self.call_timeout_s)
+        self.last_reply = None
         result: types.CallToolResult = self._request(request, f"tools/call {name!r}")
         return result
 

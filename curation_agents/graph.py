@@ -7,7 +7,6 @@ any unexpected error becomes a quarantine entry naming the stage, so a bad recor
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,7 @@ from curation_agents.formats import (
     swe_agent,
     webarena,
 )
-from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, open_binary
+from curation_agents.formats.common import CORRUPT_INPUT_ERRORS
 from curation_agents.formats.terminal import parse_asciicast, parse_typescript
 from curation_agents.model import (
     CleanConfig,
@@ -64,22 +63,6 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def _read_jsonl_messages(path: str, limit: int) -> list[Any]:
-    messages: list[Any] = []
-    total = 0
-    with open_binary(path) as fh:
-        for line in fh:
-            total += len(line)
-            if total > limit:
-                raise StageFailure(ReasonCode.TOO_LARGE, f"log exceeds {limit} bytes")
-            if line.strip():
-                try:
-                    messages.append(json.loads(line))
-                except (ValueError, RecursionError):
-                    continue  # a torn or foreign line in a log is skipped, the session still counts
-    return messages
-
-
 def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
     """Ingest's dispatch from a detected format to its parser."""
     limits = config.limits
@@ -88,7 +71,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
     if fmt == Format.TYPESCRIPT:
         return parse_typescript(payload["path"], limits)
     if fmt == Format.MCP_JSONRPC:
-        return mcp_log.parse(_read_jsonl_messages(payload["path"], limits.max_record_bytes))
+        return mcp_log.parse(mcp_log.read_messages(payload["path"], limits.max_record_bytes))
     if fmt == Format.UIAUTOMATOR_DUMP:
         raise StageFailure(
             ReasonCode.NOT_A_TRAJECTORY,

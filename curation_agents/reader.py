@@ -138,6 +138,8 @@ def sniff(path: Path) -> tuple[Format, str]:
             except (ValueError, RecursionError):
                 pass
         return Format.UNKNOWN, "array"  # decided per element (or for the whole list) at read time
+    if mcp_log.looks_like_desktop_log(text):
+        return Format.MCP_JSONRPC, "whole"
     return Format.UNKNOWN, "whole"
 
 

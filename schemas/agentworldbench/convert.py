@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from schemas import worldmodel
+from schemas import mcp_observation, worldmodel
 from schemas.agentworldbench.io import AtomicTextFile
 from schemas.agentworldbench.sample import (
     FILE_SUFFIX,
@@ -112,11 +112,24 @@ def _turn_from_texts(position: int, prompt: str, response: str, domain: Domain) 
     if observation is None:
         observation = response
         awb["response"] = response
+    normalised = mcp_observation.normalise(observation) if domain is Domain.MCP else None
+    if normalised is not None:
+        # MCP results in another form (a whole result, other spacing) get the one MCP convention; the
+        # source text stays beside it, so the export gives the sample back as it was.
+        text, is_error, structured = normalised
+        if text != observation:
+            awb["response"] = response
+        if structured is not None:
+            meta[mcp_observation.STRUCTURED_CONTENT] = structured
     if awb:
         meta[META_KEY] = awb
     return Turn(
         action=_infer_action(action_text, domain),
-        observation=_infer_observation(observation, domain),
+        observation=(
+            _infer_observation(observation, domain)
+            if normalised is None
+            else Observation(normalised[0], ObservationFormat.JSON, normalised[1])
+        ),
         metadata=meta,
     )
 
@@ -140,8 +153,12 @@ def _response_for(turn: Turn) -> str:
     raw = (turn.metadata.get(META_KEY) or {}).get("response")
     if isinstance(raw, str):
         parsed = parse_observation(raw)
-        if (raw if parsed is None else parsed) == turn.observation.text:
+        source = raw if parsed is None else parsed
+        if source == turn.observation.text:
             return raw
+        normalised = mcp_observation.normalise(source)
+        if normalised is not None and normalised[0] == turn.observation.text:
+            return raw  # the same MCP result, as the sample wrote it
     return render_observation(turn.observation.text)
 
 

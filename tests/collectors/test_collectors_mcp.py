@@ -28,12 +28,14 @@ from collectors import engine
 from collectors.collection import CollectConfig, CollectError, collect
 from collectors.doctor import run_checks
 from collectors.environment import EnvironmentOptions, Task, TaskError, tool_call_action
-from collectors.mcp import ArgumentCheck, MCPEnvironment, MCPServerError, render_tool_result
-from collectors.mcp_client import ALLOWED_URLS_ENV, MCPConnection, write_json
+from collectors.mcp import ArgumentCheck, MCPEnvironment
+from collectors.mcp_client import ALLOWED_URLS_ENV, MCPConnection, MCPServerError, render_tool_result
 from collectors.mcp_seed import SeedRefused, write_file
 from collectors.mcp_servers import BUNDLED, Launch
 from collectors.sandbox import LABEL, LABEL_OWNER_PID
 from schemas import TrajectoryStatus, iter_trajectories
+from schemas.mcp_observation import STRUCTURED_CONTENT, write_json
+from schemas.turn_facts import ENDED, OUT_OF_ACTION_SPACE, TIMED_OUT, facts
 from tests.helpers.fakellm import FakeReply, FakeToolCall
 from tests.helpers.strategies import json_value
 from worldline.cli import app
@@ -60,7 +62,7 @@ def own_sandboxes(client: DockerClient) -> list[Any]:
 def custom_task(task_id: str = "custom", **extra: Any) -> Task:
     """The test server, on this machine by the task's explicit choice (a task's command is sandboxed
     unless it says `"sandbox": false`)."""
-    cfg = {"command": sys.executable, "args": [TEST_SERVER], "timeout_s": 3, "sandbox": False, **extra}
+    cfg = {"command": sys.executable, "args": [TEST_SERVER], "timeout_s": 8, "sandbox": False, **extra}
     return Task(id=task_id, instruction="use the test server", config={"mcp": cfg})
 
 
@@ -143,7 +145,7 @@ BUNDLED_CASES: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any], s
             (
                 "get-resource-reference",
                 {"resourceType": "Text", "resourceId": 2},
-                '"type": "resource"',
+                '"type":"resource"',
                 False,
             ),
         ],
@@ -186,8 +188,9 @@ def test_bundled_server_for_real(server: str, request: pytest.FixtureRequest) ->
             step = call(env, name, **arguments)
             assert expected in step.observation.text, (name, step.observation.text)
             assert step.observation.is_error is is_error, (name, step.observation.text)
+            # The content blocks as the server sent them: one as an object, several as an array.
             obj = json.loads(step.observation.text)
-            assert "content" in obj and obj["isError"] is bool(is_error)
+            assert all("type" in block for block in (obj if isinstance(obj, list) else [obj]))
     finally:
         env.close()
     if client is not None:
@@ -265,57 +268,53 @@ def test_custom_server_results_and_failures_are_recorded_as_the_client_got_them(
         assert 'sandbox: none (the task\'s "sandbox": false runs its command' in reset.initial_state
         assert "A server for the collector tests." in (reset.action_space.description or "")
 
-        added = json.loads(call(env, "add", a=2, b=40).observation.text)
-        assert added["structuredContent"] == {"sum": 42} and added["isError"] is False
+        added = call(env, "add", a=2, b=40)
+        assert added.info[STRUCTURED_CONTENT] == {"sum": 42} and added.observation.is_error is False
+        assert json.loads(added.observation.text)["type"] == "text"
 
         picture = json.loads(call(env, "picture").observation.text)
-        image, resource = picture["content"]
+        image, resource = picture
         assert image["type"] == "image" and image["mimeType"] == "image/png"
         assert image["data"].startswith("[image image/png, 68 bytes, sha256 ")  # described, not inlined
         assert resource["resource"] == {"uri": "memo://note", "mimeType": "text/plain", "text": "a note"}
 
         failed = call(env, "fail", reason="boom")
-        assert failed.observation.is_error is True and json.loads(failed.observation.text)["isError"] is True
+        assert failed.observation.is_error is True and json.loads(failed.observation.text)["type"] == "text"
 
         invalid = call(env, "add", a="two", b=1)
         assert invalid.info["schema_violation"].startswith("a: 'two' is not of type 'integer'")
         assert invalid.observation.is_error is True
 
+        # The server has no such tool, so the call is sent and its answer recorded.
         outside = call(env, "delete_everything")
-        assert outside.info == {"out_of_action_space": True} and outside.observation.is_error
+        assert facts(outside.info) == {OUT_OF_ACTION_SPACE: {"tool": "delete_everything", "sent": True}}
+        assert outside.observation.is_error and "delete_everything" in outside.observation.text
 
         slow = call(env, "slow", seconds=30)
-        assert slow.info.get("timed_out") is True
-        assert json.loads(slow.observation.text)["error"]["code"] == -32001
-        assert (
-            json.loads(call(env, "echo", text="still here").observation.text)["content"][0]["text"]
-            == "still here"
-        )
+        assert facts(slow.info) == {TIMED_OUT: {"after_s": 8.0}} and slow.observation.text == ""
+        assert json.loads(call(env, "echo", text="still here").observation.text)["text"] == "still here"
 
         crashed = call(env, "crash")
-        assert crashed.info.get("server_exited") is True and crashed.observation.is_error
+        assert crashed.info.get("server_exited") is True and ENDED in facts(crashed.info)
+        assert crashed.observation.text == "" and crashed.env_failure
         with pytest.raises(MCPServerError, match="(?s)exited during the episode.*crashing on purpose"):
             call(env, "echo", text="after the crash")
     finally:
         env.close()
 
 
-def test_render_tool_result_keeps_the_wire_form() -> None:
+def test_render_tool_result_gives_the_content_blocks_in_wire_form() -> None:
     from mcp import types
 
     result = types.CallToolResult(
         content=[types.TextContent(type="text", text="hi")], structured_content={"a": 1}, is_error=False
     )
-    assert json.loads(render_tool_result(result)) == {
-        "content": [{"type": "text", "text": "hi"}],
-        "structuredContent": {"a": 1},
-        "isError": False,
-    }
+    assert json.loads(render_tool_result(result)) == {"type": "text", "text": "hi"}
 
 
 @given(value=json_value | st.floats() | st.dictionaries(st.text(), json_value))
-def test_observations_are_written_as_json_dumps_writes_them(value: Any) -> None:
-    assert write_json(value) == json.dumps(value, ensure_ascii=False)
+def test_observations_are_written_as_compact_json_dumps_writes_them(value: Any) -> None:
+    assert write_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 # -- the argument check ----------------------------------------------------------------------------
@@ -485,10 +484,7 @@ def test_streamable_http_server(http_server: str, monkeypatch: pytest.MonkeyPatc
     try:
         reset = env.reset(task)
         assert f"url: {http_server}" in reset.initial_state
-        assert (
-            json.loads(call(env, "echo", text="over http").observation.text)["content"][0]["text"]
-            == "over http"
-        )
+        assert json.loads(call(env, "echo", text="over http").observation.text)["text"] == "over http"
         assert call(env, "fail", reason="x").observation.is_error is True
     finally:
         env.close()
@@ -614,7 +610,7 @@ def test_episode_deadline_ends_a_blocked_tool_call_and_the_run_goes_on(tmp_path:
         {
             "id": "blocked",
             "instruction": "x",
-            "deadline_s": 4,
+            "deadline_s": 20,  # room for the server to start on a loaded machine (10 s seen at load 12)
             "mcp": server,
             "actions": [
                 {"name": "echo", "arguments": {"text": "before"}},
@@ -638,7 +634,7 @@ def test_episode_deadline_ends_a_blocked_tool_call_and_the_run_goes_on(tmp_path:
         daemon=True,
     )
     runner.start()
-    runner.join(120)  # the blocked call would otherwise wait 300 s for the server
+    runner.join(180)  # the blocked call would otherwise wait 300 s for the server
     assert done, "collect did not return: the deadline did not end the blocked tool call"
     by_id = {t.metadata["task_id"]: t for t in iter_trajectories(tmp_path / "out")}
     blocked = by_id["blocked"]
@@ -646,7 +642,8 @@ def test_episode_deadline_ends_a_blocked_tool_call_and_the_run_goes_on(tmp_path:
     assert "deadline" in (blocked.status_reason or "") and blocked.metadata.get("deadline_exceeded") is True
     assert len(blocked.turns) == 2 and "before" in blocked.turns[0].action.text
     last = blocked.turns[1]
-    assert last.observation.is_error and "interrupted" in last.observation.text
+    # The server never answered: no observation of ours, the interruption is a fact of the turn.
+    assert last.observation.text == "" and "interrupted" in facts(last.metadata)[ENDED]["reason"]
     assert by_id["next"].status == TrajectoryStatus.COMPLETE
 
 
@@ -686,7 +683,7 @@ def test_openai_policy_calls_the_servers_real_tools(tmp_path: Path, fake_llm) ->
         "get_current_time",
     }
     assert "13:30" in trajectory.turns[0].observation.text
-    assert trajectory.turns[1].metadata == {"out_of_action_space": True}
+    assert facts(trajectory.turns[1].metadata) == {OUT_OF_ACTION_SPACE: {"tool": "get_weather", "sent": True}}
     assert trajectory.metadata["out_of_action_space_calls"] == 1
     tool_message = fake_llm.requests[1].messages[-1]
     assert tool_message["role"] == "tool" and "13:30" in tool_message["content"]
@@ -762,7 +759,7 @@ def test_custom_server_in_a_sandbox_and_its_crash(client: DockerClient) -> None:
     try:
         reset = env.reset(task)
         assert "sandbox: image worldline/mcp, network off" in reset.initial_state
-        where = json.loads(call(env, "whereami").observation.text)["content"][0]["text"]
+        where = json.loads(call(env, "whereami").observation.text)["text"]
         assert where == "/work sandbox"  # the server ran inside the container
         crashed = call(env, "crash")
         assert crashed.info.get("server_exited") is True

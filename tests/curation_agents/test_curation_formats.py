@@ -74,11 +74,12 @@ def test_mcp_image_resource_and_resource_link_results_are_described(tmp_path: Pa
     path.write_text("\n".join(json.dumps(x) for x in lines))
     summary, trajs = _clean(path, tmp_path / "out")
     assert summary["accepted"] == 1
-    obs = [t.observation.text for t in trajs[0].turns]
-    assert obs[0] == "[image: image/png, 330 bytes]"
-    assert obs[1] == "[resource: file:///logs/app.log (text/plain)]\nboot ok"
-    assert obs[2] == "[resource: file:///bin/tool (application/octet-stream, 30 bytes)]"
-    assert obs[3] == "[resource_link: main.rs file:///project/src/main.rs (text/x-rust, 2048 bytes)]"
+    # The MCP observation convention (schemas.mcp_observation): blocks as sent, binary data described.
+    obs = [json.loads(t.observation.text) for t in trajs[0].turns]
+    assert obs[0]["type"] == "image" and obs[0]["data"].startswith("[image image/png, 330 bytes, sha256 ")
+    assert obs[1] == results[1][0]
+    assert obs[2]["resource"]["blob"].startswith("[blob application/octet-stream, 30 bytes, sha256 ")
+    assert obs[3] == results[3][0]
 
 
 def test_content_parts_of_every_dialect_have_text() -> None:

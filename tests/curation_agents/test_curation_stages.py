@@ -276,7 +276,11 @@ def test_mcp_jsonrpc_log(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(x) for x in lines))
     summary, (traj,) = _clean_one(path, tmp_path / "out")
     assert traj.domain == Domain.MCP and traj.action_space.tool_names() == {"get_time"}
-    assert [t.observation.text for t in traj.turns] == ["12:00", "bad tz"]
+    # The MCP observation convention (schemas.mcp_observation): the content blocks as sent.
+    assert [t.observation.text for t in traj.turns] == [
+        '{"type":"text","text":"12:00"}',
+        '{"type":"text","text":"bad tz"}',
+    ]
     assert traj.turns[1].observation.is_error is True
 
 
