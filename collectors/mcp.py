@@ -1,11 +1,11 @@
 """MCP domain: JSON tool calls to a real MCP server (stdio or streamable HTTP) through the `mcp` SDK.
 
-The action space is the server's own `tools/list` (names, descriptions, input schemas), known only once
-the server runs, so `reset` returns it. An observation is the `tools/call` result exactly as the client
-received it, as MCP JSON (`content` blocks, `structuredContent`, `isError`); binary payloads (images,
-audio, blob resources) are described (MIME type, size, digest) instead of inlined. What the client got
-when things go wrong is recorded the same way: a JSON-RPC error (unknown tool, invalid arguments), a
-timeout, or the connection closing because the server died; after the server died the episode ends as
+The action space is the server's own `tools/list` (names, descriptions, input schemas), or the part of it
+the task offers (`mcp.tools`), known only once the server runs, so `reset` returns it. An observation is
+the `tools/call` reply as it came off the wire, in the one MCP convention of schemas/mcp_observation.py
+(the content blocks as sent; binary payloads described instead of inlined). What worldline knows beyond
+that (a call outside the action space, a timeout, the server dying) is a turn fact
+(schemas/turn_facts.py), never text in the observation; after the server died the episode ends as
 `env_failure` with the reason and the server's last stderr lines.
 
 Every episode owns one asyncio event loop (collectors/mcp_client.py), driven from the episode's worker
