@@ -15,8 +15,9 @@ from collectors.collection import CollectConfig, collect
 from collectors.environment import Task
 from collectors.explore import ENV_VAR, ExplorePolicy, Mix, typo
 from collectors.generators import generate, write_tasks
+from collectors.gui_common import gui_call_from_action
 from collectors.policies import POLICIES, PolicyError, make_policy
-from schemas import ActionSpace, Observation, Trajectory, TrajectoryStatus, iter_trajectories
+from schemas import Action, ActionSpace, Observation, Trajectory, TrajectoryStatus, iter_trajectories
 
 
 def _run(domain: str, tasks: list[dict[str, Any]], tmp_path: Path, concurrency: int = 2) -> list[Trajectory]:
@@ -39,9 +40,19 @@ def _replay(traj: Trajectory, task: dict[str, Any], seed: int | None = None) -> 
         decision = policy.next_action(observation)
         if decision.action is None:  # another seed draws another budget
             break
-        actions.append(decision.action.text)
+        actions.append(canonical(traj.domain.value, decision.action))
         observation = turn.observation
     return actions
+
+
+def canonical(domain: str, action: Action) -> str:
+    """The action as the environment records it: GUI domains record their own spelling of a call."""
+    if domain in ("web", "os"):
+        try:
+            return gui_call_from_action(action).text()
+        except Exception:  # a malformed call is recorded as sent
+            return action.text
+    return action.text
 
 
 def _check_run(trajectories: list[Trajectory], tasks: list[dict[str, Any]]) -> None:
