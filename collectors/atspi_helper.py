@@ -38,6 +38,10 @@ from typing import Any
 
 import pyatspi  # connects lazily: the bus address is set by `start` before the first use
 
+# A password field's text is shown as GTK draws it, one mask character per character (its default
+# invisible char), whatever the toolkit hands to AT-SPI: some toolkits expose the clear text.
+PASSWORD_ROLES = ("password text",)
+PASSWORD_MASK = "\u25cf"
 STATE_DIR = "/tmp/.desktop"  # runtime dir, config, caches and logs of the session, never the task's files
 AT_SPI_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
 
@@ -361,6 +365,8 @@ def cmd_tree(req: dict[str, Any]) -> dict[str, Any]:
         if bounds:
             node["bounds"] = bounds
         value = _value(obj, role)
+        if value is not None and role in PASSWORD_ROLES:
+            value = PASSWORD_MASK * len(value.rstrip("…"))
         if value is not None:
             node["value"] = value
         nodes.append(node)
