@@ -115,12 +115,14 @@ def _apply_escape(text: str, i: int, line: list[str], col: int) -> tuple[int, in
     return i + 2, col
 
 
-def screen_text(data: bytes, cols: int, *, prefix: str = "") -> str:
+def screen_text(data: bytes, cols: int, *, prefix: str = "", keep_prefix: bool = False) -> str:
     """What a terminal `cols` wide shows after `data`, as text: one emulator (pyte) applies cursor
     movement (relative and absolute), erases, overwrites and wrapping at the terminal's width. `prefix`
     is what the cursor's row already showed (the prompt) so the first line wraps where it did on
-    screen; it is left out of the result. Rows are joined with newlines and trailing blanks dropped,
-    except on the cursor's row, which keeps its text up to the cursor (a prompt ends with a space)."""
+    screen; it is left out of the result unless `keep_prefix` (an observation starts at the row the
+    action was typed on, docs/observations.md). Rows are joined with newlines and trailing blanks
+    dropped, except on the cursor's row, which keeps its text up to the cursor (a prompt ends with a
+    space)."""
     cols = max(2, cols)
     seed = prefix[-cols:] if len(prefix) >= cols else prefix
     # Enough rows that nothing scrolls away: every row ends with a newline or after `cols` characters.
@@ -141,7 +143,7 @@ def screen_text(data: bytes, cols: int, *, prefix: str = "") -> str:
         else:
             text = text.rstrip()
         out.append(text)
-    if out and seed and out[0].startswith(seed):
+    if out and seed and out[0].startswith(seed) and not keep_prefix:
         out[0] = out[0][len(seed) :]
     return "\n".join(out)
 
