@@ -50,6 +50,7 @@ import docker.errors
 from collectors.recording import AsciicastWriter, TerminalScreen, screen_text
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError
 from collectors.shell_state import PromptState, ShellProbe
+from schemas import turn_facts
 
 _log = logging.getLogger(__name__)
 
@@ -186,7 +187,11 @@ def keys_to_bytes(keystrokes: str) -> bytes:
 
 @dataclass
 class ShellOutput:
-    """What one action produced on the terminal, as screen text, plus the facts around it."""
+    """What one action produced on the terminal, as screen text, plus the facts around it.
+
+    The text holds only what the terminal showed; what the harness did (a timeout and its Ctrl-C, the
+    output cap, a flood, a shell that did not come back) is in `info()`'s harness facts
+    (schemas.turn_facts), never in the text."""
 
     text: str
     exit_code: int | None
@@ -199,15 +204,25 @@ class ShellOutput:
     sync_lost: str | None = None  # why the step's end could not be confirmed by the shell
     shell_ended: str | None = None  # why the shell is gone (exit, killed, sandbox stopped)
     boundary: str | None = None  # "confirmed" from the host, or "unconfirmed (why)"
+    timeout_s: float | None = None  # the time limit a timed-out step hit
+    flood_limit_bytes: int | None = None  # the limit a flooded step passed
+    no_prompt_after_s: float | None = None  # how long the prompt was awaited after the Ctrl-C, in vain
 
     def info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "prompt_returned": self.prompt_returned,
-            "timed_out": self.timed_out,
-            "output_flood": self.flooded,
-            "omitted_bytes": self.omitted_bytes,
-            "total_bytes": self.total_bytes,
-        }
+        info: dict[str, Any] = {"prompt_returned": self.prompt_returned}
+        if self.timed_out:
+            turn_facts.record(info, turn_facts.TIMED_OUT, {"after_s": self.timeout_s})
+        if self.flooded:
+            turn_facts.record(info, turn_facts.OUTPUT_FLOOD, {"limit_bytes": self.flood_limit_bytes})
+        if self.omitted_bytes:
+            kept = self.total_bytes - self.omitted_bytes
+            turn_facts.record(
+                info, turn_facts.TRUNCATED, {"bytes_total": self.total_bytes, "bytes_kept": kept}
+            )
+        if self.no_prompt_after_s is not None:
+            turn_facts.record(info, turn_facts.NO_PROMPT, {"after_s": self.no_prompt_after_s})
+        if self.shell_ended:
+            turn_facts.record(info, turn_facts.ENDED, {"reason": self.shell_ended})
         if self.late_bytes:
             info["late_output_bytes"] = self.late_bytes
         if self.sync_lost:
@@ -220,7 +235,8 @@ class ShellOutput:
 
 
 class _Capture:
-    """Bytes of one step: the head up to the cap, then a bounded tail; the middle is only counted."""
+    """Bytes of one step: the head up to the cap, then a bounded tail; the middle is only counted.
+    `parts` cuts both on line boundaries, so no line is shown in part."""
 
     def __init__(self, cap: int) -> None:
         self.tail_cap = max(256, cap // 8)
@@ -245,9 +261,19 @@ class _Capture:
         return kept
 
     def parts(self) -> tuple[bytes, int, bytes]:
+        """(head, bytes omitted, tail): the head ends after a newline and the tail starts after
+        one, unless the cut falls inside a line longer than the part (then it is cut at the cap)."""
+        head = bytes(self.head)
         tail = b"".join(self.tail)[-self.tail_cap :] if self.tail else b""
-        omitted = self.total - len(self.head) - len(tail)
-        return bytes(self.head), omitted, tail
+        if self.total > len(head) + len(tail):
+            end = head.rfind(b"\n") + 1
+            if end:
+                head = head[:end]
+            start = tail.find(b"\n") + 1
+            if 0 < start < len(tail):
+                tail = tail[start:]
+        omitted = self.total - len(head) - len(tail)
+        return head, omitted, tail
 
 
 @dataclass(frozen=True)
@@ -425,7 +451,8 @@ class PersistentShell:
         prompt = self._pump(capture, deadline, stop_on_prompt=until_prompt or not data, consumed=consumed)
         timed_out = flooded = False
         sync_lost: str | None = None
-        notes: list[str] = []
+        no_prompt_after: float | None = None
+        notes: list[str] = []  # for the recording's markers only
         if capture.total > limits.flood_limit_bytes:
             flooded = True
         elif timeout_s is not None and prompt is None and self.ended is None:
@@ -445,6 +472,7 @@ class PersistentShell:
                     f"[worldline: command timed out after {timeout_s:g} s and was interrupted with Ctrl-C]"
                 )
             if prompt is None and self.ended is None:
+                no_prompt_after = _INTERRUPT_GRACE_S
                 notes.append("[worldline: the shell did not return to a prompt after Ctrl-C]")
                 seen = f" (last seen: {self.last_state.reason})" if self.last_state is not None else ""
                 sync_lost = (
@@ -458,10 +486,8 @@ class PersistentShell:
             notes.append(f"[worldline: {self.ended}]")
         head, omitted, tail = capture.parts()
         text = self._observation_text(head, omitted, tail, prefix)
-        if notes:
-            text = text + ("\n" if text and not text.endswith("\n") else "") + "\n".join(notes)
-            if self.recorder is not None:
-                self.recorder.marker(" ".join(notes))
+        if notes and self.recorder is not None:
+            self.recorder.marker(" ".join(notes))  # the cast's markers; never observation text
         return ShellOutput(
             text=text,
             exit_code=exit_code,
@@ -474,25 +500,29 @@ class PersistentShell:
             sync_lost=sync_lost,
             shell_ended=self.ended,
             boundary=(prompt.boundary if prompt is not None else None),
+            timeout_s=timeout_s if timed_out else None,
+            flood_limit_bytes=limits.flood_limit_bytes if flooded else None,
+            no_prompt_after_s=no_prompt_after,
         )
 
     def _ended_output(self, capture: _Capture) -> ShellOutput:
         return ShellOutput(
-            text=f"[worldline: {self.ended}]",
+            text="",
             exit_code=None,
             prompt_returned=False,
             shell_ended=self.ended,
         )
 
     def _observation_text(self, head: bytes, omitted: int, tail: bytes, prefix: str) -> str:
+        """What the terminal showed for the step: from the row the input was typed on (its prompt
+        kept) to the next prompt; with the output cap, the first and last whole lines."""
         if self.screen.alternate:
             return self.screen.display()
-        head_text = screen_text(head, self.observation_cols, prefix=prefix)
+        head_text = screen_text(head, self.observation_cols, prefix=prefix, keep_prefix=True)
         if not omitted and not tail:
             return head_text
         tail_text = screen_text(tail, self.observation_cols)
-        marker = f"[worldline: output truncated: {omitted} bytes omitted]" if omitted else ""
-        return "\n".join(p for p in (head_text, marker, tail_text) if p)
+        return head_text + ("" if head_text.endswith("\n") or not head_text else "\n") + tail_text
 
     def _send_raw(self, data: bytes, *, record: bool = True) -> None:
         if self._sock is None:

@@ -311,18 +311,21 @@ class SWEEnvironment(ShellEnvironment):
 
 
 def command_output(terminal_text: str, command: str) -> str:
-    """The output of a Bash call without the terminal's echo of the command's first line and the closing
-    prompt. The prompts and echoes of a multi-line command's later lines stay: they are how the terminal
+    """The output of a Bash call (a tool result, docs/observations.md): the terminal's rows without the
+    row the command was typed on (prompt and echo of its first line) and the closing prompt. The
+    prompts and echoes of a multi-line command's later lines stay: they are how the terminal
     interleaved them with the output."""
     lines = terminal_text.split("\n")
     first = command.split("\n")[0].strip()
-    if lines and lines[0].strip() == first:
+    if lines and (
+        lines[0].strip() == first
+        or (first and lines[0].rstrip().endswith(first) and ("$ " in lines[0] or "# " in lines[0]))
+    ):
         lines = lines[1:]
-    notes = [line for line in lines if line.startswith("[worldline: ")]
-    body = [line for line in lines if not line.startswith("[worldline: ")]
+    body = lines
     if body and body[-1].rstrip().endswith(("$", "#")) and "@sandbox:" in body[-1]:
         body = body[:-1]
-    return "\n".join(body + notes).rstrip("\n")
+    return "\n".join(body).rstrip("\n")
 
 
 ENVIRONMENT = SWEEnvironment

@@ -1,6 +1,7 @@
 """Terminal domain: a persistent bash on a PTY in a container; actions are command lines or keystrokes.
 
-Observations are what the terminal showed (the echo, the output and the next prompt) rendered to text;
+Observations are what the terminal showed, from the row the action was typed on (the prompt and the
+echo) through the output to the next prompt, as rows of the 160-column terminal (docs/observations.md);
 full-screen programs are observed as their screen. The session is also written as an asciicast v2 file.
 """
 
@@ -161,6 +162,8 @@ class TerminalEnvironment(ShellEnvironment):
                 flooded=any(o.flooded for o in outputs),
                 omitted_bytes=sum(o.omitted_bytes for o in outputs),
                 total_bytes=sum(o.total_bytes for o in outputs),
+                flood_limit_bytes=next((o.flood_limit_bytes for o in outputs if o.flooded), None),
+                no_prompt_after_s=next((o.no_prompt_after_s for o in outputs if o.no_prompt_after_s), None),
             )
             return self._result(action, merged)
         return StepResult(

@@ -2,9 +2,11 @@
 
 For terminal transcripts, an action is the command line as finally submitted (after the user's own
 edits, history recall and tab completion, read back from the rendered line), and its observation is
-everything printed until the next prompt, the prompt included. REPL prompts nest inside shell
-sessions, continuation prompts join lines into one command, and Ctrl-C either discards the line being
-typed or marks the running command as interrupted.
+what the terminal showed from the row the action was typed on (the prompt and the echo) to the next
+prompt, as screen rows of the recording's width (docs/observations.md). REPL prompts nest inside shell
+sessions, continuation prompts join lines into one command (also when the lines were sent as one
+input event), lines typed into a running program that reads them (`cat > file`) are turns of their
+own, and Ctrl-C either discards the line being typed or marks the running command as interrupted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import re
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
+
+from wcwidth import wcwidth
 
 from curation_agents.formats.common import source_time
 from curation_agents.formats.common import turn as make_turn
@@ -29,6 +33,17 @@ _INPUT_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?")
 
 # Readline's incremental search replaces the prompt while it runs: (reverse-i-search)`query': command
 SEARCH_PROMPT = re.compile(r"^\((?:failed )?(?:reverse-|bck-)?i-search\)`[^'\n]*': ")
+
+
+def _split_prompt(line: str, prompt: str | None) -> tuple[str, str]:
+    """(prompt, rest) of LINE: a shell, REPL, search or continuation prompt at its start; ("", LINE)
+    when none is there."""
+    rest = _strip_prompt(line, prompt)
+    if len(rest) == len(line):
+        for cont in CONTINUATION_PROMPTS:
+            if line.startswith(cont + " "):
+                return line[: len(cont) + 1], line[len(cont) + 1 :]
+    return line[: len(line) - len(rest)], rest
 
 
 def _strip_prompt(line: str, prompt: str | None) -> str:
@@ -55,6 +70,7 @@ class _Session:
         self.counts = counts
         self.turns: list[RawTurn] = []
         self.open: RawTurn | None = None
+        self.open_echo: list[str] = []  # the rows the open turn's action was typed on (prompt and echo)
         self.open_lines: list[str] = []
         self.open_t = 0.0
         self.prompt: str | None = None
@@ -63,12 +79,15 @@ class _Session:
         self.echo_of: str | None = None  # the command whose echo is expected in the next output lines
         self.echoes_skipped = 0
         self.ahead: list[RawTurn] = []
-        self.ahead_raw: list[str] = []  # lines typed ahead, as the tty echoes them
+        # Per line typed while a program runs (keyed by id of its turn): the turn it was typed into,
+        # the index in that turn's output where the tty's echo of it lands, its time, and whether it
+        # is an end of file (^D, which the tty does not echo).
+        self.typed_into: dict[int, tuple[RawTurn, int, float, bool]] = {}
         self.typing_ahead = False
 
     def finished_lines(self, lines: list[str]) -> None:
         for index, line in enumerate(lines):
-            if self.echo_of is None and not self.ahead_raw and not self.ahead:
+            if self.echo_of is None and not self.ahead:
                 # No echo awaited: this line and every one after it are the open turn's output, as
                 # finished_line would add them one at a time.
                 if self.open is not None:
@@ -82,24 +101,26 @@ class _Session:
                 self.echoes_skipped += 1
                 if self.echoes_skipped >= 2:  # the tty's echo and readline's redraw, at most
                     self.echo_of = None
+                if self.open is not None:
+                    self.open_echo.append(HARNESS_SUFFIX.sub("", line))  # shown by the harness, not typed
                 return
             self.echo_of = None
-        if self.ahead_raw and any(line.rstrip() == raw for raw in self.ahead_raw):
-            self.ahead_raw.remove(line.rstrip())  # the tty's echo of a line typed ahead
-            return
-        if self.ahead and self._is_echo(line, self.ahead[0]["action"]):
-            # The program's own echo of a command typed ahead: the open turn's output ends here.
-            command = _strip_prompt(line, self.prompt)
-            prompt = line[: len(line) - len(command)]
-            nxt = self.ahead.pop(0)
-            if self.open is not None and prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines:
-                self.open["action"] += "\n" + command.rstrip()  # a block continued: indentation kept
+        if self.ahead:
+            prompt, command = _split_prompt(line, self.prompt)
+            if prompt and self._is_echo(command, self.ahead[0]["action"]):
+                # The program's own echo at its prompt of a line typed ahead: the open turn's output
+                # ends here. (A bare echo is the tty's, shown while the program ran: output.)
+                nxt = self.ahead.pop(0)
+                self.typed_into.pop(id(nxt), None)
+                if self.open is not None and prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines:
+                    self.open["action"] += "\n" + command.rstrip()  # a block continued: indentation kept
+                    self.open_echo.append(line)
+                    return
+                if self.open is not None:
+                    self.close(self.open_t, trailing_prompt=prompt)
+                nxt["metadata"]["prompt"] = prompt
+                self.open, self.open_echo, self.open_lines = nxt, [line], []
                 return
-            if self.open is not None:
-                self.close(self.open_t, trailing_prompt=prompt)
-            nxt["metadata"]["prompt"] = prompt
-            self.open, self.open_lines = nxt, []
-            return
         if self.open is not None:
             self.open_lines.append(line)
 
@@ -116,8 +137,9 @@ class _Session:
         self.typing = True
         self.buffer = []
         new_prompt = current_line
-        if self.open is not None and not self.open_lines and not current_line.strip():
-            # Typing before the running program has printed anything (no prompt yet): typed ahead.
+        if self.open is not None and not current_line.strip():
+            # Typing on an empty row while a program runs: typed ahead for the shell, or input the
+            # program reads itself; which one, the next prompt tells (close_with_program_input).
             self.typing_ahead = True
             return
         self.typing_ahead = False
@@ -127,17 +149,51 @@ class _Session:
                 self.open["metadata"]["continuation_prompt"] = new_prompt
                 self.prompt = new_prompt
                 return
-            self.close(t, trailing_prompt=new_prompt)
+            self.close_with_program_input(t, trailing_prompt=new_prompt)
         self.flush_ahead(t)
         self.prompt = new_prompt
+
+    def close_with_program_input(self, t: float, trailing_prompt: str | None) -> None:
+        """Close the open turn at a fresh prompt. Lines typed while it ran that no prompt echoed (and
+        ^D) were read by the program itself (`cat > file`, `read`, `input()`): each is a turn of its
+        own, cut where its echo stands in the output, in the order they were typed."""
+        assert self.open is not None
+        owner = self.open
+        inputs = []
+        for turn in self.ahead:
+            into = self.typed_into.get(id(turn))
+            if into is None or into[0] is not owner:
+                continue
+            _, at, t_typed, eof = into
+            if eof or (at < len(self.open_lines) and self.open_lines[at].strip() == turn["action"].strip()):
+                inputs.append((at, t_typed, eof, turn))
+        if not inputs:
+            self.close(t, trailing_prompt)
+            return
+        lines = self.open_lines
+        for turn in [i[3] for i in inputs]:
+            self.ahead.remove(turn)
+            self.typed_into.pop(id(turn), None)
+        # The program's turn ends at the row its first input was typed on (empty: nothing was printed
+        # on it), as the terminal showed it when the input was sent.
+        self.open_lines = lines[: inputs[0][0]]
+        self.close(inputs[0][1], trailing_prompt="")
+        for k, (at, t_typed, eof, turn) in enumerate(inputs):
+            end = inputs[k + 1][0] if k + 1 < len(inputs) else len(lines)
+            self.open, self.open_t = turn, t_typed
+            self.open_echo = [] if eof else [lines[at]]
+            self.open_lines = lines[at if eof else at + 1 : max(end, at if eof else at + 1)]
+            last = k + 1 == len(inputs)
+            self.close(t if last else inputs[k + 1][1], trailing_prompt if last else "")
 
     def flush_ahead(self, t: float) -> None:
         """Commands typed ahead whose echo never came: they ran, but their output cannot be told apart."""
         for turn in self.ahead:
             turn["metadata"]["typed_ahead_without_echo"] = True
-            self.open, self.open_lines = turn, []
+            self.open, self.open_echo, self.open_lines = turn, [], []
             self.close(t, trailing_prompt=None)
-        self.ahead, self.ahead_raw = [], []
+        self.ahead = []
+        self.typed_into.clear()
 
     def submit(self, current_line: str, t: float, typed_ahead: bool = False) -> None:
         echoed = _strip_prompt(current_line, self.prompt)
@@ -170,27 +226,34 @@ class _Session:
             },
         )
         if typed_ahead:
+            if self.open is not None:
+                # Where its tty echo will stand in the running program's output: after the lines
+                # already there and the echoes of the lines typed before it that have not landed yet.
+                at = len(self.open_lines)
+                at += sum(1 for into in self.typed_into.values() if into[0] is self.open and into[1] >= at)
+                self.typed_into[id(turn)] = (self.open, at, t, False)
             self.ahead.append(turn)
-            self.ahead_raw.append(raw)
             return
         # At a no-echo prompt nothing typed is shown: the line to pass over is the prompt alone.
         secret = self.prompt is not None and NO_ECHO_PROMPT.search(self.prompt) is not None
         self.echo_of, self.echoes_skipped = (self.prompt.strip() if secret and self.prompt else command), 0
         self.open = turn
+        self.open_echo = []
         self.open_lines = []
         self.open_t = t
 
     def close(self, t: float, trailing_prompt: str | None) -> None:
         assert self.open is not None
-        lines = list(self.open_lines)
+        lines = [*self.open_echo, *self.open_lines]
         if trailing_prompt is not None:
-            lines.append(trailing_prompt.rstrip())
+            # The row the next action is typed on, up to where typing begins (a prompt's space kept).
+            lines.append(trailing_prompt)
         else:
             self.open["metadata"]["ended_without_prompt"] = True
         self.open["observation"] = "\n".join(lines)
         self.open["duration_s"] = round(max(0.0, t - self.open_t), 6)
         self.turns.append(self.open)
-        self.open, self.open_lines = None, []
+        self.open, self.open_echo, self.open_lines = None, [], []
 
     def feed_input(self, data: str, current_line: str, t: float) -> None:
         if data.isprintable() and data:
@@ -217,6 +280,23 @@ class _Session:
                     self.typing, self.buffer = False, []
                 elif self.open is not None:
                     self.open["metadata"]["interrupted"] = True
+            elif ch == "\x04" and not self.buffer and self.open is not None and not current_line.strip():
+                # End of file for the running program (`cat > file`): an input of its own, at the
+                # point of its output where it was typed; the tty does not echo it.
+                eof = make_turn(
+                    "^D",
+                    "keystrokes",
+                    "",
+                    observation_format="terminal",
+                    started_at=(self.start + timedelta(seconds=t)).isoformat() if self.start else None,
+                    metadata={"prompt": "", "control": "EOF"},
+                )
+                at = len(self.open_lines)
+                at += sum(1 for into in self.typed_into.values() if into[0] is self.open and into[1] >= at)
+                self.typed_into[id(eof)] = (self.open, at, t, True)
+                self.ahead.append(eof)
+                self.typing, self.buffer = False, []
+                submitted = True
             elif ch == "\x04" and not self.buffer:
                 if not self.typing:
                     self.start_typing(current_line, t)
@@ -285,10 +365,52 @@ def readable_keys(data: str) -> str:
     return "".join(out)
 
 
+def screen_rows(text: str, width: int) -> str:
+    """TEXT's logical lines as a terminal WIDTH columns wide shows them: each line in rows of at most
+    WIDTH columns (wide characters take two), rows right-stripped except the last (the row under the
+    cursor, kept up to the cursor, as a prompt ends with its space)."""
+    lines = text.split("\n")
+    if text.isascii() and all(len(line) <= width for line in lines):
+        return text
+    rows: list[str] = []
+    for index, line in enumerate(lines):
+        if len(line) <= width and (line.isascii() or _columns(line) <= width):
+            rows.append(line)
+            continue
+        row: list[str] = []
+        used = 0
+        for ch in line:
+            w = 1 if ch.isascii() else max(0, wcwidth(ch))
+            if used + w > width:
+                rows.append("".join(row).rstrip())
+                row, used = [], 0
+            row.append(ch)
+            used += w
+        rows.append("".join(row))
+        if index < len(lines) - 1:
+            rows[-1] = rows[-1].rstrip()
+    return "\n".join(rows)
+
+
+def _columns(line: str) -> int:
+    return sum(1 if ch.isascii() else max(0, wcwidth(ch)) for ch in line)
+
+
 def segment_transcript(
+    items: list[list[Any]], collected_at: str | None, counts: Counter[str], width: int | None = None
+) -> list[RawTurn]:
+    """Turns of a terminal transcript; output-only recordings are split at prompt lines. With WIDTH
+    (the recording's), observations are screen rows of that width; without it, logical lines."""
+    turns = _segment_transcript(items, collected_at, counts)
+    if width:
+        for turn in turns:
+            turn["observation"] = screen_rows(turn["observation"], width)
+    return turns
+
+
+def _segment_transcript(
     items: list[list[Any]], collected_at: str | None, counts: Counter[str]
 ) -> list[RawTurn]:
-    """Turns of a terminal transcript; output-only recordings are split at prompt lines."""
     start = datetime.fromisoformat(collected_at) if collected_at else None
     if not any(item[0] == "i" for item in items):
         lines: list[str] = []
@@ -310,13 +432,15 @@ def segment_transcript(
                 continue
             session.feed_input(data, current, t)
         elif kind == "end":
+            ends_at_prompt = bool(PROMPT.match(current)) and not _strip_prompt(current, None).strip()
             if session.open is not None and session.ahead:
-                session.close(t, trailing_prompt=None)
+                session.close_with_program_input(t, trailing_prompt=current if ends_at_prompt else None)
+                ends_at_prompt = False
             session.flush_ahead(t)
             if session.open is not None:
                 if current and not session.typing:
-                    session.open_lines.append(current.rstrip())
-                    ends_at_prompt = bool(PROMPT.match(current)) and not _strip_prompt(current, None).strip()
+                    # The last row: kept up to the cursor as a prompt is, else right-stripped.
+                    session.open_lines.append(current if ends_at_prompt else current.rstrip())
                     session.close(t, None)
                     if ends_at_prompt:
                         session.turns[-1]["metadata"].pop("ended_without_prompt", None)
@@ -347,6 +471,7 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
     pattern = PROMPT if any(PROMPT.match(line) for line in lines) else LOOSE_PROMPT
     turns: list[RawTurn] = []
     current: RawTurn | None = None
+    echo: list[str] = []  # the rows the current command was typed on
     body: list[str] = []
     for line in lines:
         m = pattern.match(line)
@@ -356,6 +481,7 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
         if continued is not None and current is not None:
             if continued.strip():
                 current["action"] += "\n" + continued
+                echo.append(line)
             else:
                 body.append(line.rstrip())  # the empty line that ends a REPL block
             continue
@@ -373,7 +499,7 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
                         body.pop(edge)
                         break
                 body.append(line[: m.end()])
-                current["observation"] = "\n".join(body)
+                current["observation"] = "\n".join(echo + body)
                 turns.append(current)
                 current = None
             if command.strip():
@@ -384,12 +510,12 @@ def segment_output_only(lines: list[str]) -> list[RawTurn]:
                     observation_format="terminal",
                     metadata={"prompt": line[: m.end()]},
                 )
-                body = []
+                echo, body = [line], []
             continue
         if current is not None:
             body.append(line)
     if current is not None:
-        current["observation"] = "\n".join(body)
+        current["observation"] = "\n".join(echo + body)
         current["metadata"]["ended_without_prompt"] = True
         turns.append(current)
     if turns and SESSION_END.match(turns[-1]["action"].strip()):
@@ -444,7 +570,9 @@ def split_episodes(turns: list[RawTurn], config: CleanConfig) -> list[list[RawTu
 def segment_record(parsed: ParsedRecord, config: CleanConfig, counts: Counter[str]) -> list[list[RawTurn]]:
     """Episodes of turns for any parsed record."""
     if parsed.get("transcript") is not None:
-        turns = segment_transcript(parsed["transcript"], parsed.get("collected_at"), counts)
+        turns = segment_transcript(
+            parsed["transcript"], parsed.get("collected_at"), counts, width=parsed.get("width")
+        )
         parsed["transcript"] = []
         pii = frozenset(config.pii)
         for turn in turns:

@@ -61,12 +61,23 @@ class TerminalScreen:
     under the cursor, e.g. a shell prompt with the command being typed.
     """
 
-    def __init__(self, width: int = 80, height: int = 24, keep_cleared: bool = False) -> None:
+    def __init__(
+        self, width: int = 80, height: int = 24, keep_cleared: bool = False, wrap: bool = True
+    ) -> None:
         self.width = max(2, min(width, 1000))
         self.height = max(2, min(height, 500))
+        # A row is a logical line; the terminal shows it as screen rows `width` wide. Cursor moves
+        # that a terminal confines to one screen row (CR, BS, erase-line, column moves, up and down
+        # over a wrapped line) are applied to that row of the logical line: readline's forced wrap
+        # at the margin (`x \r`) and its redraw of a wrapped command line stay where they were
+        # drawn. Tool output read as text (`wrap=False`) has no margin.
+        self.wrap = wrap
         self.rows: list[str] = [""]
         self.row = 0
         self.col = 0
+        # The cursor stands past the margin after a write that filled a screen row: the row it is on
+        # is still that one until the next character wraps (a terminal's pending wrap).
+        self._wrap_pending = False
         # Text appended at the end of a row is collected here and joined once (see _write): re-building
         # the row string per token would make one long line cost quadratic time.
         self._tail: list[str] = []
@@ -152,7 +163,7 @@ class TerminalScreen:
             elif kind == "ctrl":
                 ctrl = m.group("ctrl")
                 if ctrl == "\r":
-                    self.col = 0
+                    self._carriage_return()
                 else:
                     self._control(ctrl)
             elif kind == "csi_final":
@@ -169,19 +180,22 @@ class TerminalScreen:
         """
         first_line, *rest = data.split("\n")
         self._plain_line(first_line)
-        if len(rest) > 1 and self.row == len(self.rows) - 1:
+        if len(rest) > 1 and self.row == len(self.rows) - 1 and not self._rows_below():
             # Whole lines below the last row become new rows as they are (a CR at the end of one only
             # moves the cursor before the next LF); any other CR needs the line-by-line path.
             middle = [line.rstrip("\r") for line in rest[:-1]]
             if not any("\r" in line for line in middle):
                 if self._tail:
                     self._flush()
+                self._keep_blank_row()
                 self.rows.extend(middle)
                 self.row = len(self.rows) - 1
+                self.col = len(middle[-1])  # where writing the line left the cursor
+                self._wrap_pending = self._at_margin()
                 rest = rest[-1:]
         for line in rest:
             self._line_feed()
-            self.col = 0
+            self._carriage_return()
             self._plain_line(line)
 
     def _plain_line(self, line: str) -> None:
@@ -192,22 +206,34 @@ class TerminalScreen:
             first, *redrawn = line.split("\r")
             if first:
                 self._write(first)
-            # Each part after a CR is drawn from column 0 over the ones before (a progress bar): what
-            # stays is, per column, the last part reaching it, and the cursor ends after the last one.
+            start = self._row_start()
+            if self.wrap and any(len(part) > self.width for part in redrawn[:-1]):
+                # A part that wraps moves the next CR's target to a later screen row: one at a time.
+                for part in redrawn:
+                    self._carriage_return()
+                    if part:
+                        self._write(part)
+                return
+            # Each part after a CR is drawn from the start of the cursor's screen row over the ones
+            # before (a progress bar): what stays is, per column, the last part reaching it, and the
+            # cursor ends after the last one.
             shown = redrawn[-1]
             for part in reversed(redrawn[:-1]):
                 if len(part) > len(shown):
                     shown += part[len(shown) :]
-            self.col = 0
+            self.col = start
+            self._wrap_pending = False
             if shown:
                 self._write(shown)
-            self.col = len(redrawn[-1])
+            self.col = start + len(redrawn[-1])
+            self._wrap_pending = bool(redrawn[-1]) and self._at_margin()
 
     def _write(self, text: str) -> None:
         if self._tail_row == self.row and self.col == self._tail_end:
             self._tail.append(text)  # appending to the row being written, the common case
             self._tail_end += len(text)
             self.col = self._tail_end
+            self._wrap_pending = self._at_margin()
             return
         if self._tail:
             self._flush()
@@ -220,21 +246,90 @@ class TerminalScreen:
         else:
             rows[row] = line[:col] + text + line[col + len(text) :]
         self.col = col + len(text)
+        self._wrap_pending = self._at_margin()
+
+    # -- screen rows of a logical line ---------------------------------------------------------------
+    def _at_margin(self) -> bool:
+        return self.wrap and self.col > 0 and self.col % self.width == 0
+
+    def _row_start(self) -> int:
+        """Where the cursor's screen row starts in its logical line."""
+        col, width = self.col, self.width
+        if not self.wrap or col < width:
+            return 0
+        if self._wrap_pending and col % width == 0:
+            return col - width
+        return col - col % width
+
+    def _screen_x(self, start: int) -> int:
+        """The cursor's column on its screen row (at the margin while a wrap is pending)."""
+        return min(self.col - start, self.width - 1) if self.wrap else self.col
+
+    def _row_end(self, start: int) -> int:
+        return start + self.width if self.wrap else _MAX_COL
+
+    def _line_length(self) -> int:
+        if self._tail:
+            self._flush()
+        return len(self.rows[self.row])
+
+    def _rows_below(self) -> bool:
+        """Whether the cursor's logical line goes on below the cursor's screen row. Blanks do not
+        count: the row readline's forced wrap left holding one space is where output starts anew."""
+        if not self.wrap:
+            return False
+        end = self._row_start() + self.width
+        return end < self._line_length() and not self.rows[self.row][end:].isspace()
+
+    def _keep_blank_row(self) -> None:
+        """Before the cursor leaves a blank screen row that continues a wrapped line (the space of
+        readline's forced wrap, an erased row), that row becomes an empty line of its own: it stays on
+        screen, and right-stripping the logical line would lose it."""
+        start = self._row_start()
+        if not self.wrap or start < self.width:
+            return
+        if self._tail:
+            self._flush()
+        line = self.rows[self.row]
+        if line[start:].strip():
+            return
+        self.rows[self.row] = line[:start]
+        self.rows.insert(self.row + 1, "")
+        self.row += 1
+        self.col = self.col - start
+
+    def _carriage_return(self) -> None:
+        self.col = self._row_start()
+        self._wrap_pending = False
 
     def _control(self, ch: str) -> None:
         if ch == "\r":
-            self.col = 0
+            self._carriage_return()
         elif ch == "\n" or ch == "\x0b" or ch == "\x0c":
             # Recordings capture the tty after onlcr, so a bare LF is rare; treat it as a new line.
             self._line_feed()
-            self.col = 0
+            self._carriage_return()
         elif ch == "\b":
-            self.col = max(0, self.col - 1)
+            start = self._row_start()
+            self.col = max(start, min(self.col, self._row_end(start) - 1) - 1)
+            self._wrap_pending = False
         elif ch == "\t":
-            self.col = min(_MAX_COL, (self.col // _TAB + 1) * _TAB)
+            start = self._row_start()
+            x = (self._screen_x(start) // _TAB + 1) * _TAB
+            self.col = min(_MAX_COL, start + (min(x, self.width - 1) if self.wrap else x))
+            self._wrap_pending = False
         # Bell, shift-in/out and the rest draw nothing.
 
     def _line_feed(self) -> None:
+        """The next screen row: further down the cursor's logical line when it goes on, else the
+        next logical line (the column is kept; callers that mean a new line return the carriage)."""
+        if self._rows_below():
+            self.col = self._row_start() + self.width + self._screen_x(self._row_start())
+            self._wrap_pending = False
+            return
+        self._keep_blank_row()
+        self.col = self._screen_x(self._row_start())
+        self._wrap_pending = False
         self.row += 1
         if self.row == len(self.rows):
             self.rows.append("")
@@ -252,38 +347,62 @@ class TerminalScreen:
         n = _ints(params, 0)
         count = max(1, n[0])
         line = self.rows[self.row]
+        # Line edits and column moves stay on the cursor's screen row of its logical line.
+        # As pyte (the collector's emulator) has it: while a wrap is pending the cursor stands just
+        # past the last column, so an erase there erases nothing and moves clamp to the last column.
+        start = self._row_start()
+        x = self.col - start
+        cursor = self.col
+        end = self._row_end(start)
+        beyond = line[end:] if self.wrap and len(line) > end else ""
+        if final in "CDG`AFBE":  # cursor moves end a pending wrap; erases and deletes do not
+            self._wrap_pending = False
         if final == "K":
             mode = n[0]
             if mode == 0:
-                self.rows[self.row] = line[: self.col]
+                head = line[:cursor]
+                self.rows[self.row] = head + " " * (end - cursor) + beyond if beyond else head
             elif mode == 1:
-                self.rows[self.row] = " " * min(self.col + 1, len(line)) + line[self.col + 1 :]
+                erased = min(x + 1, self.width) if self.wrap else x + 1
+                self.rows[self.row] = (
+                    line[:start] + " " * min(erased, max(0, len(line) - start)) + line[start + erased :]
+                )
             else:
-                self.rows[self.row] = ""
+                self.rows[self.row] = line[:start] + " " * self.width + beyond if beyond else line[:start]
+            self.col = cursor
         elif final == "C":
-            self.col = min(_MAX_COL, self.col + count)
+            self.col = min(_MAX_COL, cursor + count, end - 1 if self.wrap else _MAX_COL)
         elif final == "D":
-            self.col = max(0, self.col - count)
+            self.col = max(start, min(cursor, end - 1 if self.wrap else _MAX_COL) - count)
         elif final == "G" or final == "`":
-            self.col = min(_MAX_COL, count - 1)
+            self.col = min(_MAX_COL, start + min(count, self.width if self.wrap else _MAX_COL) - 1)
         elif final == "P":
-            self.rows[self.row] = line[: self.col] + line[self.col + count :]
+            if beyond:
+                shifted = line[cursor + count : end]
+                self.rows[self.row] = line[:cursor] + shifted + " " * (end - cursor - len(shifted)) + beyond
+            else:
+                self.rows[self.row] = line[:cursor] + line[cursor + count :]
+            self.col = cursor
         elif final == "@":
-            if self.col < len(line):
-                self.rows[self.row] = line[: self.col] + " " * min(count, _MAX_COL) + line[self.col :]
+            if cursor < len(line):
+                blanks = " " * min(count, _MAX_COL)
+                if beyond:
+                    self.rows[self.row] = (line[:cursor] + blanks + line[cursor:end])[:end] + beyond
+                else:
+                    self.rows[self.row] = line[:cursor] + blanks + line[cursor:]
+            self.col = cursor
         elif final == "X":
-            if self.col < len(line):
-                end = self.col + count
-                self.rows[self.row] = line[: self.col] + " " * (min(end, len(line)) - self.col) + line[end:]
+            if cursor < len(line):
+                stop = min(cursor + count, end)
+                self.rows[self.row] = line[:cursor] + " " * (min(stop, len(line)) - cursor) + line[stop:]
+            self.col = cursor
         elif final == "A" or final == "F":
-            self.row = max(self._screen_top(), self.row - count)
-            if final == "F":
-                self.col = 0
+            self._cursor_up(count, 0 if final == "F" else x)
+            self._wrap_pending = self.wrap and final == "A" and x == self.width
         elif final == "B" or final == "E":
             for _ in range(min(count, self.height)):
                 self._line_feed()
-            if final == "E":
-                self.col = 0
+            self.col = self._row_start() + (0 if final == "E" else min(x, self.col - self._row_start()))
         elif final == "H" or final == "f":
             row = max(1, n[0]) if n else 1
             col = max(1, n[1]) if len(n) > 1 else 1
@@ -311,6 +430,25 @@ class TerminalScreen:
 
     def _screen_top(self) -> int:
         return max(0, len(self.rows) - self.height)
+
+    def _cursor_up(self, count: int, x: int) -> None:
+        """Up COUNT screen rows to column X: within the cursor's logical line first, then the screen
+        rows of the lines above it (their last row first), no higher than the screen's top."""
+        start = self._row_start()
+        width = self.width
+        if self.wrap and count <= start // width:
+            self.col = start - count * width + x
+            return
+        count -= start // width if self.wrap else 0
+        row = self.row
+        while count > 0 and row > self._screen_top():
+            row -= 1
+            rows_of = max(1, -(-len(self.rows[row]) // width)) if self.wrap else 1
+            if count <= rows_of:
+                self.row, self.col = row, (rows_of - count) * width * self.wrap + x
+                return
+            count -= rows_of
+        self.row, self.col = row, x
 
     # -- the alternate screen ----------------------------------------------------------------------
     def _enter_alt(self) -> None:
@@ -344,9 +482,10 @@ class TerminalScreen:
         return m.end()
 
 
-def screen_text(data: str, width: int = 200, height: int = 50) -> str:
-    """A finished chunk of terminal output as the screen shows it, in plain text (all lines, escapes applied)."""
-    screen = TerminalScreen(width, height)
+def screen_text(data: str, width: int = 200, height: int = 50, wrap: bool = True) -> str:
+    """A finished chunk of terminal output as the screen shows it, in plain text (all lines, escapes
+    applied); logical lines, with line edits on the screen rows of WIDTH unless `wrap=False`."""
+    screen = TerminalScreen(width, height, wrap=wrap)
     screen.feed(data)
     return "\n".join(screen.take_all())
 
@@ -370,4 +509,4 @@ def clean_tool_output(text: str) -> str:
     without_crlf = text.replace("\r\n", "\n")
     if _HAS_CONTROL.search(without_crlf) is None:
         return without_crlf
-    return screen_text(text, width=1000)
+    return screen_text(text, width=1000, wrap=False)  # tool output is text, not a screen

@@ -23,8 +23,9 @@ TRUNCATED = "truncated"  # {"bytes_total": int, "bytes_kept": int}: the observat
 OUT_OF_ACTION_SPACE = "out_of_action_space"  # {"tool": str}: the action named no tool the task offers
 NO_PROMPT = "no_prompt"  # {"after_s": float}: the shell did not return to a prompt after an interrupt
 ENDED = "ended"  # {"reason": str}: the environment ended during this step (shell exited, server died)
+OUTPUT_FLOOD = "output_flood"  # {"limit_bytes": int}: output passed the flood limit; interrupted with Ctrl-C
 
-FACTS = (TIMED_OUT, TRUNCATED, OUT_OF_ACTION_SPACE, NO_PROMPT, ENDED)
+FACTS = (TIMED_OUT, TRUNCATED, OUT_OF_ACTION_SPACE, NO_PROMPT, ENDED, OUTPUT_FLOOD)
 
 
 def record(metadata: dict[str, Any], fact: str, detail: dict[str, Any] | None = None) -> None:

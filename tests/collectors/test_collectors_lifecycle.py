@@ -78,7 +78,7 @@ def test_exit_ends_the_episode_with_its_last_turn(tmp_path: Path) -> None:
     trajectory = got["e"]
     assert trajectory.status == TrajectoryStatus.COMPLETE
     assert [t.action.text for t in trajectory.turns] == ["echo bye", "exit 3"]
-    assert trajectory.turns[-1].observation.text.startswith("exit 3\nexit")
+    assert trajectory.turns[-1].observation.text.startswith("agent@sandbox:/work$ exit 3\nexit")
     assert "exited with status 3" in trajectory.metadata["stop_reason"]
 
 

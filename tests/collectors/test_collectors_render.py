@@ -15,7 +15,7 @@ from collectors.environment import EnvironmentOptions, Task
 from collectors.recording import screen_text
 from collectors.sandbox import SandboxLimits
 from collectors.terminal import TerminalEnvironment
-from schemas import Action, ActionKind
+from schemas import Action, ActionKind, turn_facts
 
 
 def test_cursor_movement_and_absolute_columns() -> None:
@@ -56,8 +56,9 @@ def test_terminal_width_of_the_task_and_full_recording(tmp_path: Path) -> None:
             Action(kind=ActionKind.COMMAND, text="printf 'a\\nb\\n\\033[1Ac\\n'")
         ).observation.text
         assert "\na\nc\n" in text
-        text = env.step(Action(kind=ActionKind.COMMAND, text="seq 1 30000")).observation.text
-        assert "omitted" in text and "15000\n" not in text
+        step = env.step(Action(kind=ActionKind.COMMAND, text="seq 1 30000"))
+        text, info = step.observation.text, step.info
+        assert "15000\n" not in text and turn_facts.has(info, turn_facts.TRUNCATED)
         keys = [{"keystrokes": "seq 1 100 | less\n", "duration": 1.0}]
         screen = env.step(Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys))).observation.text
         assert screen.startswith("1\n2\n") and "seq 1 100" not in screen  # the pager's screen
@@ -79,7 +80,7 @@ def test_the_prompt_before_a_step_places_its_first_line_and_leaving_a_pager_show
         # prompt that follows.
         command = "mkdir -p /work/a-longer-directory && cd /work/a-longer-directory && echo " + "x" * 120
         lines = env.step(Action(kind=ActionKind.COMMAND, text=command)).observation.text.split("\n")
-        assert lines[:2] == [command[:139], command[139:]]
+        assert lines[:2] == ["agent@sandbox:/work$ " + command[:139], command[139:]]
         assert lines[-1] == "agent@sandbox:/work/a-longer-directory$ "
         keys = [{"keystrokes": "seq 1 100 | less\n", "duration": 1.0}]
         env.step(Action(kind=ActionKind.KEYSTROKES, text=json.dumps(keys)))

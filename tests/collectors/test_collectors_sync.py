@@ -25,7 +25,7 @@ from collectors.environment import INFO_SYNC_LOST, EnvironmentOptions, Task
 from collectors.sandbox import SandboxLimits
 from collectors.shell import MarkerFilter
 from collectors.terminal import TerminalEnvironment
-from schemas import Action, ActionKind, TrajectoryStatus, iter_trajectories
+from schemas import Action, ActionKind, TrajectoryStatus, iter_trajectories, turn_facts
 
 pytestmark = pytest.mark.engine
 
@@ -58,9 +58,11 @@ def cmd(env: TerminalEnvironment, text: str) -> tuple[str, int | None, dict[str,
 def test_multi_line_command_is_one_step(terminal: TerminalEnvironment) -> None:
     text, code, info = cmd(terminal, "echo a\nsleep 1; echo b")
     assert "\na\n" in text and "\nb\n" in text and text.endswith("agent@sandbox:/work$ ")
-    assert info["timed_out"] is False and code == 0
+    assert not turn_facts.has(info, turn_facts.TIMED_OUT) and code == 0
     text, _, _ = cmd(terminal, "echo c")
-    assert text == "echo c\nc\nagent@sandbox:/work$ "  # nothing of the previous step shifted in
+    assert (
+        text == "agent@sandbox:/work$ echo c\nc\nagent@sandbox:/work$ "
+    )  # nothing of the previous step shifted in
 
 
 def test_multi_line_exit_code_is_the_last_lines(terminal: TerminalEnvironment) -> None:
@@ -73,11 +75,11 @@ def test_multi_line_exit_code_is_the_last_lines(terminal: TerminalEnvironment) -
 def test_nested_bash_keeps_synchronisation(terminal: TerminalEnvironment) -> None:
     outer = int(cmd(terminal, "echo level=$SHLVL")[0].split("level=")[-1].split()[0])
     _, _, info = cmd(terminal, "bash")
-    assert info["timed_out"] is False
+    assert not turn_facts.has(info, turn_facts.TIMED_OUT)
     text, code, info = cmd(terminal, "echo nested $SHLVL; false")
-    assert f"nested {outer + 1}\n" in text and code == 1 and info["timed_out"] is False
+    assert f"nested {outer + 1}\n" in text and code == 1 and not turn_facts.has(info, turn_facts.TIMED_OUT)
     _, _, info = cmd(terminal, "exit")
-    assert info["timed_out"] is False and "shell_ended" not in info
+    assert not turn_facts.has(info, turn_facts.TIMED_OUT) and "shell_ended" not in info
     text, code, _ = cmd(terminal, "echo back $SHLVL")
     assert f"back {outer}\n" in text and code == 0
 
@@ -89,12 +91,12 @@ def test_su_keeps_synchronisation_and_a_login_shell_too(engine_client: DockerCli
         env.reset(Task(id="su", instruction="test"))
         _, _, info = cmd(env, "su")
         text, _, info = cmd(env, "echo in-su")
-        assert "in-su\n" in text and info["timed_out"] is False
+        assert "in-su\n" in text and not turn_facts.has(info, turn_facts.TIMED_OUT)
         cmd(env, "exit")
         # A login shell starts from a clean environment, without the prompt marker: the host still
         # sees it waiting at its prompt, and its exit code.
         _, _, info = cmd(env, "su -")
-        assert INFO_SYNC_LOST not in info and info["timed_out"] is False
+        assert INFO_SYNC_LOST not in info and not turn_facts.has(info, turn_facts.TIMED_OUT)
         text, code, info = cmd(env, "echo in-login; false")
         assert "in-login\n" in text and code == 1 and info["boundary"] == "confirmed"
     finally:
@@ -105,13 +107,13 @@ def test_replaced_prompt_keeps_synchronisation(terminal: TerminalEnvironment) ->
     cmd(terminal, "PS1='custom> '")
     text, code, info = cmd(terminal, "echo after-ps1")
     assert text.endswith("custom> ") and "after-ps1\n" in text
-    assert info["timed_out"] is False and code == 0
+    assert not turn_facts.has(info, turn_facts.TIMED_OUT) and code == 0
 
 
 def test_marker_like_output_does_not_end_a_step(terminal: TerminalEnvironment) -> None:
     forged = r"printf '\033]697;0\007'; printf '\033]697;0123456789abcdef;0\007'; sleep 1; echo after-forgery"
     text, code, info = cmd(terminal, forged)
-    assert "after-forgery\n" in text and info["timed_out"] is False and code == 0
+    assert "after-forgery\n" in text and not turn_facts.has(info, turn_facts.TIMED_OUT) and code == 0
     assert "after-forgery" not in cmd(terminal, "echo next")[0]
 
 
@@ -119,7 +121,7 @@ def test_removed_prompt_command_is_still_confirmed_from_the_host(terminal: Termi
     cmd(terminal, "unset PROMPT_COMMAND; PS1='$ '")
     text, code, info = cmd(terminal, "echo lost; (exit 3)")
     assert "lost\n" in text and text.endswith("$ ")
-    assert info["timed_out"] is False and INFO_SYNC_LOST not in info
+    assert not turn_facts.has(info, turn_facts.TIMED_OUT) and INFO_SYNC_LOST not in info
     assert code == 3 and info["boundary"] == "confirmed"
 
 
@@ -199,7 +201,7 @@ def test_each_observation_holds_exactly_its_steps_output(
         texts = []
         for n, kind in enumerate(kinds):
             text, _, info = cmd(env, command_for(kind, n))
-            assert info["timed_out"] is False, (kind, text)
+            assert not turn_facts.has(info, turn_facts.TIMED_OUT), (kind, text)
             texts.append(text)
         for n, text in enumerate(texts):
             assert f"o{n}x" in text, (kinds, n, text)

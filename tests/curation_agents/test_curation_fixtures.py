@@ -67,7 +67,7 @@ def test_terminal_recordings_through_the_whole_graph(tmp_path: Path) -> None:
     # The python REPL nests inside the shell: its prompt is kept, and the typo's error is real output.
     assert repl.turns[2].metadata["repl"] == ">>>"
     assert "command not found" in repl.turns[0].observation.text
-    assert repl.turns[2].observation.text == "[0, 1, 4, 9]\n>>>"
+    assert repl.turns[2].observation.text == ">>> [i*i for i in range(4)]\n[0, 1, 4, 9]\n>>> "
 
 
 def test_every_public_fixture_has_a_reasoned_outcome(tmp_path: Path) -> None:

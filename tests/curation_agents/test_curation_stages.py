@@ -147,9 +147,9 @@ def test_user_edits_tab_completion_and_ctrl_c(tmp_path: Path) -> None:
     ]
     turns = _commands(_cast(tmp_path / "s.cast", events))
     assert [t["action"] for t in turns] == ["ls", "cat file.txt", "sleep 100", "echo 'a\nb'"]
-    assert turns[0]["observation"] == "file.txt\nme@host:~$"
+    assert turns[0]["observation"] == "me@host:~$ ls\nfile.txt\nme@host:~$ "
     assert turns[2]["metadata"]["interrupted"] is True
-    assert turns[3]["observation"] == "a\nb\nme@host:~$"
+    assert turns[3]["observation"] == "me@host:~$ echo 'a\n> b'\na\nb\nme@host:~$ "
 
 
 def test_terminal_bench_harness_suffix_is_stripped(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_terminal_bench_harness_suffix_is_stripped(tmp_path: Path) -> None:
     ]
     turns = _commands(_cast(tmp_path / "tb.cast", events))
     assert [t["action"] for t in turns] == ["ls -la", "cat /etc/hostname"]
-    assert turns[0]["observation"] == "total 0\n" + p.rstrip()
+    assert turns[0]["observation"] == p + "ls -la\ntotal 0\n" + p
 
 
 def test_password_typed_at_a_password_prompt_never_survives(tmp_path: Path) -> None:
@@ -204,7 +204,7 @@ def test_script_typescript_with_advanced_timing(tmp_path: Path) -> None:
     counts: Counter[str] = Counter()
     denoise_record(parsed, counts)
     turns = [t for ep in segment_record(parsed, CleanConfig(), counts) for t in ep]
-    assert [t["action"] for t in turns] == ["ls"] and turns[0]["observation"] == "file\nu@h:~$"
+    assert [t["action"] for t in turns] == ["ls"] and turns[0]["observation"] == "u@h:~$ ls\nfile\nu@h:~$ "
     # The timing file is the typescript's companion, not a record.
     assert list(iter_records(tmp_path / "session.timing", Limits())) == []
 

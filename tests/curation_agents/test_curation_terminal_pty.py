@@ -36,7 +36,7 @@ def test_long_command_wrapped_by_readline(tmp_path: Path) -> None:
     cast = record(BASH, [long + "\r", "echo done\r"], tmp_path / "long.cast", width=40)
     turns = _turns(cast)
     assert [t["action"] for t in turns] == [long, "echo done"]
-    assert turns[0]["observation"].startswith(long[5:25])
+    assert turns[0]["observation"].split("\n", 1)[1].startswith(long[5:25])
 
 
 def test_history_recall_and_reverse_search(tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_history_recall_and_reverse_search(tmp_path: Path) -> None:
 def test_type_ahead_gives_one_turn_per_command(tmp_path: Path) -> None:
     turns = _turns(record(BASH, TYPE_AHEAD_KEYS, tmp_path / "ahead.cast"))
     assert [t["action"] for t in turns] == ["echo one", "echo two", "echo three"]
-    assert [t["observation"].split("\n")[0] for t in turns] == ["one", "two", "three"]
+    assert [t["observation"].split("\n")[1] for t in turns] == ["one", "two", "three"]
 
 
 def test_python_repl_keeps_indentation(tmp_path: Path) -> None:
@@ -67,7 +67,9 @@ def test_no_echo_prompt_hides_the_secret_and_keeps_the_next_prompt(tmp_path: Pat
     cast = record(BASH, keys, tmp_path / "secret.cast")
     turns = _turns(cast)
     assert "Sup3rSecretValue" not in json.dumps(turns)
-    assert turns[-1]["action"] == "echo ${#pw}" and turns[-1]["observation"].startswith("16")
+    assert turns[-1]["action"] == "echo ${#pw}" and turns[-1]["observation"].split("\n", 1)[1].startswith(
+        "16"
+    )
 
 
 def test_output_only_recording_recovers_commands(tmp_path: Path) -> None:
@@ -88,7 +90,9 @@ def test_vim_session_renders_and_records_the_keys(tmp_path: Path) -> None:
     turns = _turns(record(BASH, keys, tmp_path / "vim.cast"))
     assert turns[0]["action"].startswith("vim -u NONE notes.txt\n")
     assert "ihello world<Esc>:wq<CR>" in turns[0]["action"]
-    assert turns[1]["action"] == "cat notes.txt" and turns[1]["observation"].startswith("hello world")
+    assert turns[1]["action"] == "cat notes.txt" and turns[1]["observation"].split("\n", 1)[1].startswith(
+        "hello world"
+    )
 
 
 def test_less_session(tmp_path: Path) -> None:
@@ -113,7 +117,7 @@ def test_invalid_utf8_is_decoded_with_replacement(tmp_path: Path) -> None:
     ]
     cast.write_bytes(b"\n".join(lines) + b"\n")
     turns = _turns(cast)
-    assert turns[0]["observation"].startswith("bad \ufffd\ufffd bytes")
+    assert turns[0]["observation"].split("\n", 1)[1].startswith("bad \ufffd\ufffd bytes")
 
 
 def test_output_only_repl_blocks_keep_their_indentation(tmp_path: Path) -> None:
@@ -125,7 +129,7 @@ def test_output_only_repl_blocks_keep_their_indentation(tmp_path: Path) -> None:
         "print(f(21))",
         "exit()",
     ]
-    assert turns[2]["observation"].startswith("42")
+    assert turns[2]["observation"].split("\n", 1)[1].startswith("42")
 
 
 def test_output_only_password_prompt_keeps_the_next_prompt_and_command(tmp_path: Path) -> None:
@@ -133,4 +137,4 @@ def test_output_only_password_prompt_keeps_the_next_prompt_and_command(tmp_path:
     turns = _turns(record(BASH, keys, tmp_path / "secret-out.cast", with_input=False))
     assert "Sup3rSecretValue" not in json.dumps(turns)
     assert [t["action"] for t in turns] == ["read -s -p 'Password: ' pw", "echo ${#pw}"]
-    assert turns[1]["observation"].startswith("16") and "REDACTED" not in json.dumps(turns)
+    assert turns[1]["observation"].split("\n", 1)[1].startswith("16") and "REDACTED" not in json.dumps(turns)

@@ -39,7 +39,7 @@ def test_output_that_starts_like_a_continuation_stays_output() -> None:
     lines = [P + "cat mail.txt", "> quoted reply", "... and more", "signature", P + "ls", "a.txt", P]
     pairs = _pairs(lines)
     assert [a for a, _ in pairs] == ["cat mail.txt", "ls"]
-    assert pairs[0][1].startswith("> quoted reply\n... and more")
+    assert pairs[0][1].startswith(P + "cat mail.txt\n> quoted reply\n... and more")
 
 
 def test_password_prompt_line_splits_only_before_a_prompt() -> None:

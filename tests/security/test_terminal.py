@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from collectors import engine
 from collectors.collection import CollectConfig, CollectError, collect
 from collectors.sandbox import SANDBOX_UID
-from schemas import Trajectory, TrajectoryStatus, iter_trajectories
+from schemas import Trajectory, TrajectoryStatus, iter_trajectories, turn_facts
 from tests.security.canary import HostCanary
 
 pytestmark = pytest.mark.engine
@@ -194,15 +194,15 @@ def test_a_forged_marker_before_read_neither_ends_the_step_nor_swallows_the_next
     assert trajectory.status == TrajectoryStatus.COMPLETE, trajectory.status_reason
     turns = trajectory.turns
     # `read` holds the terminal: the step runs to its time limit and Ctrl-C, and says so.
-    assert (
-        turns[0].metadata["timed_out"] is True and f"^C\n{PROMPT}\n[worldline: " in turns[0].observation.text
+    assert turn_facts.has(turns[0].metadata, turn_facts.TIMED_OUT) and turns[0].observation.text.endswith(
+        f"^C\n{PROMPT}"
     )
     # The next command reaches the shell (nothing swallowed it) and its output is its own.
     assert "second-42\n" in turns[1].observation.text and turns[1].exit_code == 0
     assert "second-42" not in turns[0].observation.text
     # A forged exit code is not the one recorded: bash's own $? is.
-    assert turns[2].exit_code == 3 and turns[2].metadata["timed_out"] is False
-    assert turns[3].metadata["timed_out"] is True  # read -e runs readline, but not at the prompt
+    assert turns[2].exit_code == 3 and not turn_facts.has(turns[2].metadata, turn_facts.TIMED_OUT)
+    assert turn_facts.has(turns[3].metadata, turn_facts.TIMED_OUT)  # read -e runs readline, but not at the prompt
     assert "fifth-42\n" in turns[4].observation.text
     assert all(t.metadata.get("boundary") == "confirmed" for t in turns)
     host_canary.assert_untouched(everything(trajectory))
@@ -254,7 +254,7 @@ def test_swe_bash_is_contained_and_keeps_its_boundaries(
     assert out[0].startswith(f"{SANDBOX_UID}\n{SANDBOX_UID}\n") and "unshare=1" in out[0]
     assert "ptrace -1 1" in out[1]
     assert "file not found" in out[2]  # the host's canary file does not exist in the sandbox
-    assert trajectory.turns[3].metadata["timed_out"] is True
+    assert turn_facts.has(trajectory.turns[3].metadata, turn_facts.TIMED_OUT)
     assert out[4].startswith("after-42")
     assert "+print('ho')" in out[5]  # the agent user owns the repository it works on
     host_canary.assert_untouched(everything(trajectory))

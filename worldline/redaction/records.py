@@ -82,15 +82,21 @@ def unechoed_input_events(events: Sequence[Sequence[Any]]) -> set[int]:
     post: list[str] = []  # output just after its Enter
     after_enter: int | None = None  # characters of output still to read after the line's Enter
     typed = ""
+    sent_with: list[str] = []  # lines sent in the same event after the line's Enter (a pasted block)
 
     def settle() -> None:
-        nonlocal line_events, echo, post, after_enter, typed
+        nonlocal line_events, echo, post, after_enter, typed, sent_with
         text = _SPACE.sub("", typed)
+        during = _visible("".join(echo))
+        seen = during + _visible("".join(post))
         if len(text) >= MIN_UNECHOED:
-            during = _visible("".join(echo))
-            if not _in_order(text, during) and text not in during + _visible("".join(post)):
+            if not _in_order(text, during) and text not in seen:
                 unechoed.update(line_events)
-        line_events, echo, post, after_enter, typed = [], [], [], None, ""
+        for line in sent_with:  # each whole in the output after the Enter (after a `> ` prompt, say)
+            line = _SPACE.sub("", line)
+            if len(line) >= MIN_UNECHOED and line not in seen:
+                unechoed.update(line_events)
+        line_events, echo, post, after_enter, typed, sent_with = [], [], [], None, "", []
 
     for index, event in enumerate(events):
         if len(event) < 3 or not isinstance(event[2], str):
@@ -125,10 +131,11 @@ def unechoed_input_events(events: Sequence[Sequence[Any]]) -> set[int]:
                 line_events.append(index)
                 typed = _typed_text(typed + head) if "\x7f" in head or "\b" in head else typed + typed_now
             if cut >= 0 and line_events:
-                after_enter = 2 * len(typed) + 256
                 rest = data[cut + 1 :].lstrip("\r\n")
-                if rest:  # keys typed ahead after the Enter: a line of their own, judged on its own
-                    settle()
+                # Lines sent after the Enter in the same event (a heredoc, a `for` block, a pasted
+                # script): each is judged on its own, in the output after the Enter.
+                sent_with = [_typed_text(part) for part in re.split(r"[\r\n]+", rest) if part]
+                after_enter = 2 * (len(typed) + sum(len(line) for line in sent_with)) + 256
     if line_events and after_enter is not None:
         settle()
     return unechoed
