@@ -7,6 +7,7 @@ is marked `align_unsure` and the LLM aligner decides if an endpoint is configure
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from curation_agents.formats import TERMINAL_FORMATS, Format
@@ -29,6 +30,7 @@ from schemas import (
     registered_domains,
     stable_id,
 )
+from schemas.domains import CONTROL_TOOLS, tool_base_name
 from schemas.reasons import ReasonCode
 
 
@@ -39,14 +41,21 @@ def infer_domain(parsed: ParsedRecord, turns: list[RawTurn]) -> tuple[Domain, bo
         return Domain.TERMINAL, False
     if parsed.get("domain"):
         return Domain(str(parsed["domain"])), False
-    used = {t.get("tool_name") for t in turns if t.get("tool_name")}
+    calls = Counter(tool_base_name(str(t["tool_name"])) for t in turns if t.get("tool_name"))
+    used = set(calls)
     kinds = {t.get("action_kind") for t in turns}
     specs = registered_domains()
+    # What the tools do: the domain that claims the most calls (registry order breaks ties).
+    claimed = [
+        (sum(n for tool, n in calls.items() if spec.signals.claims(tool)), -i, spec)
+        for i, spec in enumerate(specs)
+    ]
+    best = max(claimed, key=lambda c: c[:2], default=None)
+    if best is not None and best[0] > 0:
+        return best[2].domain, False
+    acting = used - CONTROL_TOOLS
     for spec in specs:
-        if used & spec.signals.any_tool:
-            return spec.domain, False
-    for spec in specs:
-        if used and spec.signals.only_tools and used <= spec.signals.only_tools:
+        if acting and spec.signals.only_tools and acting <= spec.signals.only_tools:
             return spec.domain, False
     for spec in specs:
         if spec.signals.action_kind is not None and spec.signals.action_kind in kinds:

@@ -33,8 +33,9 @@ class DomainSignals:
     """What identifies a trace of this domain when its source does not name one (curation's align).
 
     Terminal recordings and sources that name their domain are decided before these signals. The
-    checks then run in a fixed order over all domains: a tool of `any_tool` was called; only tools of
-    `only_tools` were called; an action of `action_kind` was taken; tools nothing claims were called
+    checks then run in a fixed order over all domains: a tool of `any_tool` (or `tool_prefixes`) was
+    called, the domain whose tools were called most often winning; only tools of `only_tools` were
+    called (CONTROL_TOOLS aside); an action of `action_kind` was taken; tools nothing claims were called
     (`generic_tools`, a guess); an action of `likely_action_kind` was taken (a guess); nothing
     matched (`generic_tools` again, a guess).
     """
@@ -44,6 +45,25 @@ class DomainSignals:
     action_kind: ActionKind | None = None
     generic_tools: bool = False
     likely_action_kind: ActionKind | None = None
+    tool_prefixes: tuple[str, ...] = ()
+    """Tool names starting with one of these count as tools of `any_tool` (`browser_click`)."""
+
+    def claims(self, tool: str) -> bool:
+        """Whether calling TOOL (an MCP-namespaced `mcp__server__tool` by its own name) marks this domain."""
+        name = tool_base_name(tool)
+        return name in self.any_tool or (bool(self.tool_prefixes) and name.startswith(self.tool_prefixes))
+
+
+def tool_base_name(tool: str) -> str:
+    """A tool's own name: Claude Code and other MCP hosts call `browser_click` `mcp__playwright__browser_click`."""
+    if tool.startswith("mcp__") and tool.count("__") >= 2:
+        return tool.split("__", 2)[2]
+    return tool
+
+
+CONTROL_TOOLS = frozenset({"finish", "think", "mark_task_complete", "task_tracker", "TodoWrite"})
+"""Tools that end or organise an episode without acting on the environment: they say nothing about
+the domain (a shell agent that calls `mark_task_complete` is still a shell agent)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +108,15 @@ class DomainSpec:
         return Domain(self.value)
 
 
-_SHELL_TOOLS = frozenset({"bash", "execute_bash", "shell", "terminal", "run", "Bash", "exec", "run_command"})
+_SHELL_TOOLS = frozenset(
+    {
+        "bash", "execute_bash", "shell", "terminal", "run", "Bash", "exec", "run_command",
+        "bash_command", "run_shell_command", "execute_command",  # Terminus-2, Gemini CLI, Cline
+    }
+)  # fmt: skip
+# Browser agents: Playwright MCP (`browser_navigate`, ...), Puppeteer MCP, OpenHands' `browser` tool.
+_BROWSER_TOOLS = frozenset({"browser", "browse_interactive"})
+_BROWSER_TOOL_PREFIXES = ("browser_", "playwright_", "puppeteer_")
 _SEARCH_TOOLS = frozenset({"web_search", "web_extractor", "dict_memory", "search", "fetch", "browse"})
 _SWE_TOOLS = frozenset(
     {
@@ -136,7 +164,8 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
     DomainSpec(
         Domain.WEB.value, "Web", "a browser page as its accessibility tree after BrowserGym actions",
         ActionKind.GUI, "collectors.web", gui=True, observation_format=ObservationFormat.AXTREE,
-        classifier_hint="browser actions on an accessibility tree", signals=DomainSignals(action_kind=ActionKind.GUI),
+        classifier_hint="browser actions on an accessibility tree",
+        signals=DomainSignals(action_kind=ActionKind.GUI, any_tool=_BROWSER_TOOLS, tool_prefixes=_BROWSER_TOOL_PREFIXES),
     ),
     DomainSpec(
         Domain.OS.value, "Desktop", "a desktop as its accessibility tree after mouse and keyboard actions",

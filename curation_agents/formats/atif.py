@@ -1,10 +1,17 @@
-"""ATIF (Harbor's Agent Trajectory Interchange Format): steps with tool calls and their results."""
+"""ATIF (Harbor's Agent Trajectory Interchange Format): steps with tool calls and their results.
+
+Tools come from `agent.tool_definitions` (or a top-level `tools`), the model's `reasoning_content`
+goes to the turn's `reasoning` metadata, and a step of Terminus-style keystroke calls
+(`{"keystrokes", "duration"}`: one batch the terminal answers once) is one keystrokes turn.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from curation_agents.formats import Format
+from curation_agents.formats.chat import tool_specs
 from curation_agents.formats.common import as_dict, as_list, as_str, content_text, tool_call_json, turn
 from curation_agents.model import ParsedRecord, RawTurn
 
@@ -18,6 +25,25 @@ def looks_like(obj: Any) -> bool:
     )
 
 
+def _keystrokes(calls: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The calls as Terminus keystrokes (`[{"keystrokes", "duration"}]`) when every call is one."""
+    keys = []
+    for call in calls:
+        args = call.get("arguments")
+        if not isinstance(args, dict) or not isinstance(args.get("keystrokes"), str):
+            return None
+        if set(args) - {"keystrokes", "duration"}:
+            return None
+        duration = args.get("duration")
+        keys.append(
+            {
+                "keystrokes": args["keystrokes"],
+                "duration": duration if isinstance(duration, int | float) else 1.0,
+            }
+        )
+    return keys
+
+
 def parse(obj: dict[str, Any]) -> ParsedRecord:
     agent = as_dict(obj.get("agent"))
     task = ""
@@ -28,19 +54,37 @@ def parse(obj: dict[str, Any]) -> ParsedRecord:
             continue
         source = step.get("source")
         message = content_text(step.get("message"))
-        if source == "system" and system is None:
-            system = message
+        if source == "system":
+            system = message if system is None else system  # later system steps are harness notes
             continue
         if source == "user":
             if not task and not turns:
                 task = message
             continue
-        calls = as_list(step.get("tool_calls"))
+        calls = [c for c in as_list(step.get("tool_calls")) if isinstance(c, dict)]
         observation = as_dict(step.get("observation"))
         results = as_list(observation.get("results"))
         by_call = {r.get("source_call_id"): r for r in results if isinstance(r, dict)}
+        reasoning = as_str(step.get("reasoning_content")) or ""
+        notes: dict[str, Any] = {"reasoning": reasoning} if reasoning else {}
+        everything = "\n".join(content_text(r.get("content")) for r in results if isinstance(r, dict))
         if not calls:
-            turns.append(turn(message, "empty", "", started_at=as_str(step.get("timestamp"))))
+            turns.append(
+                turn(message, "empty", everything, started_at=as_str(step.get("timestamp")), metadata=notes)
+            )
+            continue
+        keys = _keystrokes(calls)
+        if keys is not None:
+            turns.append(
+                turn(
+                    json.dumps(keys, ensure_ascii=False),
+                    "keystrokes",
+                    everything,
+                    tool_name=str(calls[0].get("function_name") or ""),
+                    started_at=as_str(step.get("timestamp")),
+                    metadata={**({"thought": message} if message else {}), **notes},
+                )
+            )
             continue
         for index, call in enumerate(calls):
             if not isinstance(call, dict):
@@ -57,24 +101,16 @@ def parse(obj: dict[str, Any]) -> ParsedRecord:
                     text,
                     tool_name=name,
                     started_at=as_str(step.get("timestamp")),
-                    metadata={"thought": message} if message and index == 0 else {},
+                    metadata={**({"thought": message} if message else {}), **notes} if index == 0 else {},
                 )
             )
-    tools = as_list(obj.get("tools"))
+    tools = as_list(obj.get("tools")) or as_list(agent.get("tool_definitions"))
     return {
         "format": Format.ATIF,
         "domain": None,
         "task": task,
         "system_prompt": system,
-        "tools": [
-            {
-                "name": t["name"],
-                "description": as_str(t.get("description")),
-                "parameters": t.get("parameters") if isinstance(t.get("parameters"), dict) else None,
-            }
-            for t in tools
-            if isinstance(t, dict) and isinstance(t.get("name"), str)
-        ],
+        "tools": tool_specs(tools),
         "agent": as_str(agent.get("name")),
         "model": as_str(agent.get("model_name")),
         "status": "complete",

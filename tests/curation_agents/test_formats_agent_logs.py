@@ -71,7 +71,15 @@ def _source_turns(path: Path, record: Any) -> int:
             if "observation" in e and e["observation"] != "recall" and ("cause" in e or not linked)
         )
     if path.parent == ATIF:
-        return sum(len(step.get("tool_calls") or []) for step in record["steps"] if step["source"] == "agent")
+        # A step's calls are its actions, except that a batch of Terminus keystrokes (answered by one
+        # terminal screen) is one action.
+        def actions(calls: list[dict[str, Any]]) -> int:
+            batch = calls and all(set(c["arguments"]) <= {"keystrokes", "duration"} for c in calls)
+            return 1 if batch else len(calls)
+
+        return sum(
+            actions(step.get("tool_calls") or []) for step in record["steps"] if step["source"] == "agent"
+        )
     raise AssertionError(path)
 
 
