@@ -73,7 +73,7 @@ from schemas import (
     utc_now,
 )
 from schemas.atomic import atomic_write_json
-from schemas.shards import MANIFEST_NAME, Manifest
+from schemas.shards import MANIFEST_NAME, Manifest, ShardError
 from schemas.turn_facts import OUT_OF_ACTION_SPACE
 from schemas.turn_facts import has as has_fact
 from worldline.redaction.records import redact_trajectory
@@ -437,7 +437,10 @@ def collect(
             for w in writers:
                 try:
                     w.close()
-                except OSError as exc:  # the writer removed its unfinished part: nothing torn is published
+                except (
+                    OSError,
+                    ShardError,
+                ) as exc:  # its unfinished part is removed: nothing torn is published
                     if failure is None or not _disk_full(exc):
                         failure = failure or exc
             if failure is not None:

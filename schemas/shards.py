@@ -238,7 +238,7 @@ class ShardWriter:
         raise ShardError(
             f"{self.root}: an earlier write failed ({self._failure}); {self.lost_rows} row(s) were not "
             "published and nothing more is (what the manifest lists is complete)"
-        )
+        ) from self._failure
 
     def _fail(self, exc: BaseException) -> None:
         """Discard the unfinished part (its rows are lost, its temporary file removed) and break the

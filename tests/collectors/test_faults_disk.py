@@ -135,3 +135,45 @@ def test_disk_full_during_collect_stops_the_run_and_resume_finishes_it(
     assert all(t.status == TrajectoryStatus.COMPLETE and len(t.turns) == 2 for t in final)
     assert {t.id for t in final} == {stable_id("worldline-collect/terminal", "t.jsonl", i) for i in ids}
     assert {f"casts/{p.name}" for p in (out / "casts").iterdir()} == {t.metadata["asciicast"] for t in final}
+
+
+@pytest.mark.engine
+def test_disk_full_while_publishing_shards_keeps_the_dataset_whole(
+    tmp_path: Path, small_disk: Callable[[int], Path]
+) -> None:
+    """Only the shard folder fills up (a tiny disk mounted at OUT/trajectories): the recordings fit, the
+    Parquet parts do not."""
+    out = tmp_path / "ds"
+    (out / "trajectories").mkdir(parents=True)
+    shards = out / "trajectories"
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(shards)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        tasks = tmp_path / "t.jsonl"
+        noise = "head -c 9000 /dev/urandom | base64 -w 0; echo"  # ~12 KB that zstd cannot shrink
+        ids = [f"p{i}" for i in range(6)]
+        tasks.write_text(
+            "".join(json.dumps({"id": i, "instruction": "x", "actions": [noise]}) + "\n" for i in ids)
+        )
+        argv = ["collect", "--env", "terminal", "--tasks", str(tasks), "--out", str(out), "--no-progress"]
+        argv += ["--flush-every", "1"]
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 2, result.output
+        assert (
+            result.output.startswith("error: disk full: cannot write ") and "Traceback" not in result.output
+        )
+        assert_only_whole_parts_published(out)
+        published = list(iter_trajectories(out)) if read_manifest(out) else []
+        assert len(published) < len(ids)
+        assert {f"casts/{p.name}" for p in (out / "casts").iterdir()} == {
+            t.metadata["asciicast"] for t in published
+        }
+        resize(shards, 8 * 1024)
+        assert CliRunner().invoke(app, [*argv, "--resume"]).exit_code == 0
+        assert sorted(t.metadata["task_id"] for t in iter_trajectories(out)) == ids
+        assert_only_whole_parts_published(out)
+    finally:
+        subprocess.run(["umount", "-l", str(shards)], check=False)
