@@ -47,6 +47,7 @@ def build(
     from pipelines import fs
     from pipelines.job import BuildInputsError, build_pools, plan_build
     from pipelines.publish import PublishError
+    from pipelines.stages.assign import grouping_note
 
     beam_args = beam_options(ctx, "build")
     for hint, given in (
@@ -89,12 +90,9 @@ def build(
         raise typer.Exit(2)
     for line in result.empty_pools:
         console.print(f"[yellow]warning:[/yellow] {line}")
-    if result.groups_defaulted:
-        console.print(
-            f"[yellow]warning:[/yellow] {result.groups_defaulted} trajectories carry no source group "
-            f"(Source.group); they were grouped by {cfg.assignment.group_by}, so each such group lands "
-            "in one pool. Choose with --group-by source|task|record."
-        )
+    grouping = grouping_note(result.manifest.get("stats", {}), cfg.assignment.group_by)
+    if grouping:
+        console.print(f"[yellow]warning:[/yellow] {grouping}")
     console.print(
         f"pools and dataset cards: {plan.out}/{{cpt,sft,rl,eval}}/ (README.md, card.json); "
         f"manifest: {fs.join(plan.out, 'manifest.json')}"

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from pipelines.build import resolve_inputs, run_build
 from pipelines.config import PoolsConfig
@@ -18,6 +19,7 @@ from pipelines.stages.assign import NO_TASK, grouping_note, record_group
 from schemas.shards import write_trajectories
 from schemas.trajectory import Source, SourceKind
 from tests.helpers.pools_data import terminal
+from worldline.cli import app
 
 BLANK = st.text(alphabet=" \t\n\r", max_size=5)
 
@@ -65,3 +67,7 @@ def test_seven_taskless_sessions_spread_over_the_pools(tmp_path: Path) -> None:
     note = grouping_note(stats, cfg.assignment.group_by)
     assert note and "9 trajectories" in note and "7 one group per record (they have no task)" in note
     assert "2 by task" in note
+
+    code = CliRunner().invoke(app, ["pools", "build", "--in", ins[0], "--out", str(tmp_path / "out2")])
+    output = " ".join(code.output.split())
+    assert code.exit_code == 0 and note in output
