@@ -46,7 +46,7 @@ from collectors.environment import (
     environment_class,
     load_tasks,
 )
-from collectors.policies import Policy, PolicyError, make_policy
+from collectors.policies import POLICIES, Policy, PolicyError, make_policy
 from collectors.recording import remove_unpublished, take_redactions
 from collectors.sandbox import (
     SandboxError,
@@ -311,6 +311,8 @@ def collect(
         environment_class(config.env)
     except (KeyError, ValueError) as exc:
         raise CollectError(str(exc)) from exc
+    if config.policy not in POLICIES:
+        raise CollectError(f"unknown policy {config.policy!r}; choose one of {', '.join(POLICIES)}")
     tasks = load_tasks(config.tasks_path)
     if not tasks:
         raise CollectError(f"{config.tasks_path}: no tasks (one JSON object per line); nothing to collect")

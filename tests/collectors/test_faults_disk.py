@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from schemas import (
+    Domain,
     ShardWriter,
     Source,
     SourceKind,
@@ -58,7 +59,7 @@ def resize(folder: Path, size_kib: int) -> None:
 def noisy_trajectory(i: int) -> Trajectory:
     return Trajectory(
         id=f"t{i}",
-        domain="terminal",
+        domain=Domain.TERMINAL,
         source=Source(kind=SourceKind.INFRA, name="disk-test"),
         task=os.urandom(12_000).hex(),  # incompressible: ~24 KB per row on disk
         status=TrajectoryStatus.COMPLETE,
