@@ -31,6 +31,8 @@ import shutil
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -537,24 +539,28 @@ class MCPEnvironment(Environment):
             if exc.code == types.REQUEST_TIMEOUT and connection.last_reply is None:
                 record(info, TIMED_OUT, {"after_s": connection.call_timeout_s})
                 return _unobserved(action, info)
-            return self._observed(action, info, connection, render_error_of(exc))
+            return self._observed(action, info, connection, partial(render_error_of, exc))
         except MCPServerError as exc:  # the call was cut short (the episode's deadline): nothing answered it
             record(info, ENDED, {"reason": exc_text(exc)})
             return _unobserved(action, info)
         except Exception as exc:  # a reply the SDK could not validate: the reply itself is the observation
             info["client_error"] = exc_text(exc)
             return self._observed(action, info, connection, None)
-        text, is_error, structured = mcp_observation.render_result(
-            result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return self._observed(
+            action,
+            info,
+            connection,
+            lambda: mcp_observation.render_result(
+                result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            ),
         )
-        return self._observed(action, info, connection, (text, is_error, structured))
 
     def _observed(
         self,
         action: Action,
         info: dict[str, Any],
         connection: MCPConnection,
-        fallback: tuple[str, bool, Any] | None,
+        fallback: Callable[[], tuple[str, bool, Any]] | None,
     ) -> StepResult:
         """The turn of a call the server answered: its reply as it came off the wire (`fallback`, from the
         SDK's validated result, only when the wire form was not seen)."""
@@ -564,7 +570,7 @@ class MCPEnvironment(Environment):
         elif reply is not None:
             text, is_error, structured = mcp_observation.render_error(reply["error"]), True, None
         elif fallback is not None:
-            text, is_error, structured = fallback
+            text, is_error, structured = fallback()
         else:
             return _unobserved(action, info)
         if structured is not None:

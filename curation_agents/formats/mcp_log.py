@@ -143,8 +143,15 @@ def parse(messages: list[Any]) -> ParsedRecord:
         if method == "tools/call":
             params = as_dict(msg.get("params"))
             name = str(params.get("name") or "")
+            arguments = params.get("arguments")
+            # The call as the client sent it, keys in their order: the text the MCP collector records.
+            action = (
+                json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+                if isinstance(arguments, dict)
+                else tool_call_json(name, arguments)
+            )
             t = turn(
-                tool_call_json(name, params.get("arguments")),
+                action,
                 "tool_call",
                 "",
                 tool_name=name,

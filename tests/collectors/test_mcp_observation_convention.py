@@ -98,7 +98,7 @@ def test_collected_and_logged_then_cleaned_give_the_same_turns_and_observations(
     assert len(cleaned.turns) == len(collected.turns) == len(SESSIONS[server])
     assert cleaned.action_space.tool_names() == collected.action_space.tool_names()
     for a, b in zip(collected.turns, cleaned.turns, strict=True):
-        assert json.loads(a.action.text) == json.loads(b.action.text)
+        assert a.action.text == b.action.text
         assert a.action.tool_name == b.action.tool_name
         assert a.observation.text == b.observation.text
         assert a.observation.is_error == b.observation.is_error
