@@ -42,9 +42,10 @@ backends: venv  ## MCP servers, their sandbox image, the local search index (mcp
 	bash infra/build-search-index.sh
 	bash infra/build-desktop-image.sh
 	bash infra/build-browser-image.sh
+	bash infra/install-airflow.sh
 
 demo: setup  ## run the main job on the bundled data: collect, clean, build and verify pools
-	bash infra/demo.sh $(DEMO_OUT)
+	$(BIN)/worldline demo --out $(DEMO_OUT)
 
 lint:
 	$(BIN)/ruff check .

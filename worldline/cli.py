@@ -6,8 +6,10 @@ import importlib
 import logging
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 HELP = (
     "Build training data for language world models: collect trajectories in sandboxes, clean "
@@ -26,6 +28,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "worldline.cli_judge": ("judge", "sft"),
     "worldline.cli_report": ("report",),
     "worldline.cli_schedule": ("schedule",),
+    "worldline.cli_demo": ("demo",),
     "worldline.cli_tasks": ("tasks", "coverage"),
 }
 
@@ -37,10 +40,36 @@ class _QuietOptionalCloudDeps(logging.Filter):
         return "apitools not found" not in record.getMessage()
 
 
+# Exceptions whose message already names the path and the problem: a user's mistake (a mistyped
+# path, a folder for a file), printed as one line instead of a traceback.
+_USER_ERRORS: tuple[type[BaseException], ...] = (
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
+)
+
+
+class _Commands(TyperGroup):
+    """The root command group: a user mistake that escaped a command is one line and exit 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            from schemas.shards import ShardError
+
+            if not isinstance(exc, (*_USER_ERRORS, ShardError)):
+                raise
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+
 def make_app(modules: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
     """The `worldline` app with the commands of `modules` (all of them by default)."""
     app = typer.Typer(
         name="worldline",
+        cls=_Commands,
         help=HELP,
         no_args_is_help=True,
         pretty_exceptions_enable=False,

@@ -1,16 +1,18 @@
 """Airflow DAG: one worldline cycle per run, one task per step, on new shards only.
 
-Put this file in Airflow's dags folder on a worker where worldline is installed (`pip install -e .`
-from a checkout, with `make setup` done for the sandboxes), and set the Airflow Variable
+Put this file in Airflow's dags folder on a worker that can run worldline (a checkout with `make setup`
+done; point WORLDLINE_BIN at its `.venv/bin/worldline` unless `worldline` is on PATH), and set the
+Airflow Variable
 `worldline_schedule` (or the environment variable WORLDLINE_SCHEDULE) to the schedule file
-(infra/schedules/schedule.example.yaml shows one). Each task calls `pipelines.schedule.run_step`, the
-same call as `worldline schedule step NAME FILE`; a step with nothing new returns at once.
+(infra/schedules/schedule.example.yaml shows one). Each task runs `worldline schedule step NAME FILE`;
+a step with nothing new returns at once.
 `max_active_runs=1` keeps runs from overlapping (the schedule's lock refuses a second one anyway).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from datetime import datetime, timedelta
 
 try:  # Airflow 3
@@ -37,9 +39,14 @@ def schedule_file() -> str:
 
 
 def run_step(step: str) -> None:
-    from pipelines.schedule import run_step as worldline_step
-
-    worldline_step(schedule_file(), step)
+    """One step, through worldline's own command line: Airflow and worldline keep separate
+    environments (Airflow pins many libraries), so the task only needs the `worldline` executable
+    (WORLDLINE_BIN, default: `worldline` on PATH)."""
+    command = [os.environ.get("WORLDLINE_BIN", "worldline"), "schedule", "step", step, schedule_file()]
+    done = subprocess.run(command, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(done.stdout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed with exit code {done.returncode}")
 
 
 with DAG(
