@@ -74,11 +74,13 @@ def _action_text(event: dict[str, Any]) -> tuple[str, str, str | None]:
     fn = as_str(meta.get("function_name"))
     if action == "run":
         return as_str(args.get("command")) or "", "command", fn or "execute_bash"
-    if action in _NARRATION:
+    if action in _NARRATION and not (action == "think" and fn == "think"):
+        # A `think` the model called as a tool is answered ("Your thought has been logged."): a turn.
         text = as_str(args.get("content")) or as_str(args.get("thought")) or as_str(event.get("thought"))
         return text or "", "empty", None
+    keep = ("thought",) if action == "think" else ()
     arguments = _tool_arguments(meta) or {
-        k: v for k, v in args.items() if k not in ("thought", "impl_source")
+        k: v for k, v in args.items() if k not in ("thought", "impl_source") or k in keep
     }
     name = fn or action
     return tool_call_json(name, arguments), "tool_call", name

@@ -203,6 +203,15 @@ def test_openhands_output_rows(cleaned: dict[str, Trajectory]) -> None:
         "ls: cannot"
     )
 
+    # A `think` tool call is answered like any other call: a turn of its own, not narration whose
+    # answer would be appended to the turn before it.
+    thinking = by_uri["multi_swe_bench_output_think.jsonl#line-1"]
+    (think,) = [t for t in thinking.turns if t.action.tool_name == "think"]
+    assert think.observation.text == "Your thought has been logged."
+    assert all(
+        "Your thought has been logged." not in t.observation.text for t in thinking.turns if t is not think
+    )
+
     rows = [json.loads(line) for line in (OPENHANDS / "resolver_output.jsonl").read_text().splitlines()]
     resolver = by_uri["resolver_output.jsonl#line-1"]
     assert (
