@@ -539,9 +539,9 @@ def _disk_full(exc: BaseException | None) -> bool:
     while exc is not None and seen < 8:
         if isinstance(exc, DiskFull):
             return True
-        if isinstance(exc, OSError) and (
-            exc.errno in _DISK_FULL_ERRNOS or "No space left on device" in str(exc)
-        ):
+        # By errno only: an environment's own failure (an OSError with a message, such as a GUI app that
+        # reports a full disk inside its sandbox) is the task's outcome, not the host's disk.
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:
             return True
         exc = exc.__cause__ or exc.__context__
         seen += 1
