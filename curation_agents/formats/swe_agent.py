@@ -84,7 +84,7 @@ def parse_command_docs(text: str) -> list[dict[str, Any]]:
                 signature += "\n" + line  # multi-line signatures (edit's replacement text)
             else:
                 break  # the block ends: blank line, prose after the last command
-        description = doc + (f"\nsignature: {signature}" if signature else "")
+        description = "\n".join(p for p in (doc, f"signature: {signature}" if signature else "") if p)
         tools.append(
             {
                 "name": header.group("name"),
