@@ -77,6 +77,14 @@ def collect_command(
     ),
 ) -> None:
     """Run tasks in sandboxes with a policy and write trajectories (resumable, atomic shards)."""
+    # Options are checked before anything is created: a typo must not leave a dataset behind that
+    # the corrected command would then refuse without --resume.
+    if policy not in POLICIES:
+        raise typer.BadParameter(f"{policy!r}: choose one of {', '.join(POLICIES)}", param_hint="--policy")
+    if env not in collector_domains():
+        raise typer.BadParameter(
+            f"{env!r}: choose one of {', '.join(collector_domains())}", param_hint="--env"
+        )
     if mcp_allow_url:
         from collectors.mcp_client import ALLOWED_URLS_ENV  # the mcp SDK loads only when asked
 

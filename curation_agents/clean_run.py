@@ -280,6 +280,67 @@ def _make_budget() -> Any:
 # -- the run ----------------------------------------------------------------------------------------
 
 
+class CleanSettingsError(ValueError):
+    """A rerun into an output folder asks for settings other than the ones its records were made with."""
+
+
+# The settings a record's outcome depends on, with the option that sets each: a resume skips the
+# records finished before, so it must run under the same settings or the output would mix them.
+RESUME_SETTINGS = {
+    "source_kind": "--source-kind",
+    "source_name": "--source-name",
+    "licence": "--licence",
+    "accept_threshold": "--threshold",
+    "max_episode_turns": "--max-episode-turns",
+    "max_record_bytes": "--max-record-mb",
+    "pii": "--redact-pii",
+    "llm": "--llm/--no-llm (or the endpoint)",
+}
+SETTINGS_KEY = "clean_settings"
+
+
+def resume_settings(config: CleanConfig, use_llm: bool) -> dict[str, Any]:
+    """The RESUME_SETTINGS of a run, as recorded in its output manifests."""
+    return {
+        "source_kind": config.source_kind,
+        "source_name": config.source_name,
+        "licence": config.licence,
+        "accept_threshold": config.accept_threshold,
+        "max_episode_turns": config.max_episode_turns,
+        "max_record_bytes": config.limits.max_record_bytes,
+        "pii": sorted(config.pii),
+        "llm": use_llm,
+    }
+
+
+def check_resume_settings(out: Path, settings: dict[str, Any]) -> None:
+    """Refuse to resume OUT under other settings than its records were made with, naming each one.
+
+    The settings are read from the manifests a run records them in; outputs written before they were
+    recorded are checked against the provenance in their summary.json."""
+    recorded: dict[str, Any] | None = None
+    for folder in (out, out / QUARANTINE_DIR):
+        manifest = read_manifest(folder)
+        if manifest is not None and isinstance(manifest.extra.get(SETTINGS_KEY), dict):
+            recorded = manifest.extra[SETTINGS_KEY]
+            break
+    if recorded is None and (out / "summary.json").is_file():
+        summary = json.loads((out / "summary.json").read_text("utf-8"))
+        recorded = {k: summary[k] for k in settings if k in summary}
+    if not recorded:
+        return
+    changed = [
+        f"{RESUME_SETTINGS[k]} was {recorded[k]!r}, now {settings[k]!r}"
+        for k in settings
+        if k in recorded and recorded[k] != settings[k]
+    ]
+    if changed:
+        raise CleanSettingsError(
+            f"{out} holds records cleaned with other settings ({'; '.join(changed)}): rerun with the "
+            "earlier settings to resume, or clean into another --out"
+        )
+
+
 class CleanRun:
     """One `worldline clean` invocation."""
 
@@ -316,6 +377,9 @@ class CleanRun:
             self.out / QUARANTINE_DIR, schema=CLEAN_QUARANTINE_SCHEMA, subdir=QUARANTINE_PARTS
         )
         self.quarantine_writer.manifest.extra["content"] = "curation quarantine"
+        settings = resume_settings(self.config, self.use_llm)
+        self.accepted_writer.manifest.extra[SETTINGS_KEY] = settings
+        self.quarantine_writer.manifest.extra[SETTINGS_KEY] = settings
         self.pending = 0
 
     def _write(self, outcome: Outcome) -> None:
@@ -379,6 +443,7 @@ class CleanRun:
 
     # main loop ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        check_resume_settings(self.out, resume_settings(self.config, self.use_llm))
         self.out.mkdir(parents=True, exist_ok=True)
         accepted_before, quarantined_before = self.finished_keys()
         done = accepted_before | quarantined_before

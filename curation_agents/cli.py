@@ -67,7 +67,18 @@ def clean(
     records are skipped and each record is written once.
     """
     from curation_agents.llm_stages import llm_available
+    from curation_agents.reader import discover
     from worldline.redaction.detect import parse_pii_classes
+
+    console = Console(stderr=True)
+    # Inputs are checked before OUT is created: a mistyped path leaves no empty dataset behind.
+    try:
+        if next(discover([str(p) for p in paths]), None) is None:
+            console.print(f"[red]error:[/red] no trace files under {' '.join(map(str, paths))}")
+            raise typer.Exit(2)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
 
     try:
         pii_classes = parse_pii_classes(pii)
@@ -84,7 +95,6 @@ def clean(
         use_llm=llm and llm_available(),
         pii=pii_classes,
     )
-    console = Console(stderr=True)
     with Progress(
         TextColumn("[bold]clean"),
         BarColumn(),
@@ -100,7 +110,7 @@ def clean(
             progress.update(task, completed=files_done, total=files_total, records=records)
 
         # LangGraph loads only when a clean actually runs, so `worldline --help` stays quick.
-        from curation_agents.clean_run import CleanRun
+        from curation_agents.clean_run import CleanRun, CleanSettingsError
 
         try:
             summary = CleanRun(
@@ -112,9 +122,10 @@ def clean(
                 flush_every=flush_every,
                 on_progress=on_progress,
             ).run()
-        except FileNotFoundError as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from exc
+        except (FileNotFoundError, CleanSettingsError) as exc:
+            progress.stop()
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+            raise typer.Exit(2) from None
     table = Table(title=f"clean -> {out}")
     table.add_column("outcome")
     table.add_column("records", justify="right")

@@ -104,7 +104,10 @@ def stats(
         return
     from worldline.tokenizer import get_token_counter
 
-    counter = get_token_counter(tokenizer) if tokens else None
+    try:
+        counter = get_token_counter(tokenizer) if tokens else None
+    except (ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--tokenizer") from None
     rows: dict[tuple[str, str], dict[str, int]] = defaultdict(
         lambda: {"trajectories": 0, "turns": 0, "tokens": 0}
     )

@@ -20,7 +20,13 @@ from rich.text import Text
 
 from curation_agents.agentworldbench_import import import_agentworldbench
 from schemas import ShardError, Trajectory, get_trajectory, iter_trajectories
-from schemas.agentworldbench import AtomicTextFile, SampleError, TurnSelection, export_agentworldbench
+from schemas.agentworldbench import (
+    AtomicTextFile,
+    SampleError,
+    TurnSelection,
+    export_agentworldbench,
+    read_samples,
+)
 from schemas.render import TEXT_CLIP_CHARS
 from schemas.shards import dataset_files
 
@@ -239,6 +245,13 @@ def import_awb(
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise _fail(f"no such file: {', '.join(missing)}")
+    for f in files:  # checked before OUT is created: an empty or foreign file leaves nothing behind
+        try:
+            next(iter(read_samples(f)))
+        except StopIteration:
+            raise _fail(f"{f}: holds no AgentWorldBench samples (one JSON object per line)") from None
+        except (SampleError, OSError, ValueError) as exc:
+            raise _fail(str(exc)) from None
     try:
         report = import_agentworldbench(files, out, source_name=source_name, licence=licence)
     except (SampleError, ShardError, OSError) as exc:

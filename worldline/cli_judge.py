@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the judge, the LLM client and rich load only when a command
     from worldline.llm import LLMConfig, Role
 
 EXIT_NOT_CONFIGURED = 2
+EXIT_INPUT = 2
 EXIT_BUDGET = 3
 
 
@@ -37,6 +38,12 @@ def llm_config_or_exit(role: Role, **overrides: Any) -> LLMConfig:
         )
         raise typer.Exit(EXIT_NOT_CONFIGURED) from None
     return config
+
+
+def _input_error(message: str) -> NoReturn:
+    """Exit 2 with one line naming the input and the fix (a user mistake, not a traceback)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(EXIT_INPUT)
 
 
 def _progress() -> Progress:
@@ -85,17 +92,26 @@ def judge_command(
     from worldline.judge.store import ResultStore
     from worldline.llm import Role
 
+    # The inputs are read before anything is created or an endpoint is needed: a mistyped path is
+    # one line, and the corrected command starts from scratch.
+    if not predictions.is_file():
+        _input_error(f"{predictions}: no such file; pass the predictions JSONL (eval.py infer output)")
+    samples: list[JudgeSample] = []
+    rejected: list[RejectedLine] = []
+    try:
+        ref = load_reference(reference) if reference is not None else None
+        for item in read_predictions(predictions, ref):
+            if isinstance(item, RejectedLine):
+                rejected.append(item)
+            else:
+                samples.append(item)
+    except (OSError, ValueError) as exc:
+        _input_error(str(exc))
+    if not samples and not rejected:
+        _input_error(f"{predictions}: holds no predictions (no JSON lines); nothing to judge")
     config = llm_config_or_exit(
         Role.JUDGE, concurrency=concurrency, max_calls=budget, max_total_tokens=budget_tokens
     )
-    ref = load_reference(reference) if reference is not None else None
-    samples: list[JudgeSample] = []
-    rejected: list[RejectedLine] = []
-    for item in read_predictions(predictions, ref):
-        if isinstance(item, RejectedLine):
-            rejected.append(item)
-        else:
-            samples.append(item)
     out.mkdir(parents=True, exist_ok=True)
     if rejected:
         (out / "rejected_lines.jsonl").write_text(
@@ -209,8 +225,16 @@ def rejection_sample_command(
 ) -> None:
     """Roll out, judge, compare the top two, keep the best above the threshold; resumable."""
     from worldline.llm import LLMNotConfigured, Role
-    from worldline.sft_rejection import RejectionConfig, run_rejection_sampling
+    from worldline.sft_rejection import RejectionConfig, pool_files, run_rejection_sampling
 
+    if not sft_pool.exists():
+        _input_error(
+            f"{sft_pool}: no such file or folder; pass a pools OUT, OUT/sft, a part file or chat JSONL"
+        )
+    try:
+        pool_files(sft_pool)
+    except FileNotFoundError as exc:
+        _input_error(str(exc))
     config = llm_config_or_exit(
         Role.ROLLOUT, concurrency=concurrency, max_calls=budget, max_total_tokens=budget_tokens
     )

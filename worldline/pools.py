@@ -92,7 +92,10 @@ def pool_name(path: str | Path) -> str | None:
     parts = pool_parts(path)
     if not parts:
         return None
-    meta = pq.read_schema(parts[0]).metadata or {}
+    try:
+        meta = pq.read_schema(parts[0]).metadata or {}
+    except (OSError, ValueError):  # unreadable: the trajectory readers name the file and the fault
+        return None
     name = meta.get(b"worldline.pool")
     return name.decode() if name else None
 
