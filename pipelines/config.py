@@ -15,6 +15,18 @@ from typing import Any
 import yaml
 
 from schemas.gui_failure import POOL_FAILURE_MARKERS
+from schemas.turn_facts import ENDED, FACTS
+
+HARNESS_ACTIONS = ("keep", "mask", "drop_turn", "drop")
+"""What the pools do with a turn that carries a harness fact (schemas.turn_facts): keep it; mask it
+(it stays in the history of later turns and in the CPT text, but is never in the loss: no CPT span, no
+SFT target, never the RL turn); drop_turn (remove it, as the no-change filter removes turns); drop
+(remove the whole trajectory)."""
+
+DEFAULT_HARNESS_FACTS = {fact: "mask" for fact in FACTS} | {ENDED: "keep"}
+"""A timed-out, truncated, out-of-action-space or interrupted step shows what the screen showed up to a
+cut the harness made, which no world model can predict from the action: masked by default. `ended`
+(the shell exited, the server died) is what the environment really answered: kept."""
 
 POOLS = ("cpt", "sft", "rl")
 """Training pools, in the order pool rules are tried."""
@@ -47,6 +59,13 @@ class FilterConfig:
     # page title / a heading / a window or dialog name (schemas.gui_failure.error_state_marker).
     gui_failure_max_words: int = 150
     gui_failure_markers: list[str] = field(default_factory=lambda: list(POOL_FAILURE_MARKERS))
+    # Turns carrying a harness fact (turn.metadata["harness"]): fact -> keep | mask | drop_turn | drop.
+    # Facts not named here take DEFAULT_HARNESS_FACTS.
+    harness_facts: dict[str, str] = field(default_factory=dict)
+
+    def harness_action(self, fact: str) -> str:
+        """What the pools do with a turn carrying `fact`."""
+        return self.harness_facts.get(fact, DEFAULT_HARNESS_FACTS.get(fact, "mask"))
 
 
 @dataclass(slots=True)
@@ -259,6 +278,18 @@ class PoolsConfig:
 
     def validate(self) -> None:
         self.loss_mask.validate()
+        harness = self.filters.harness_facts
+        if not isinstance(harness, dict):
+            raise ConfigError("filters.harness_facts: give a mapping fact -> keep | mask | drop_turn | drop")
+        for fact, action in harness.items():
+            if fact not in FACTS:
+                raise ConfigError(
+                    f"filters.harness_facts.{fact}: unknown harness fact; known: {', '.join(FACTS)}"
+                )
+            if action not in HARNESS_ACTIONS:
+                raise ConfigError(
+                    f"filters.harness_facts.{fact}: {action!r} is not one of {', '.join(HARNESS_ACTIONS)}"
+                )
         if self.assignment.mode not in ("by_source_kind", "by_ratio"):
             raise ConfigError(f"assignment.mode: {self.assignment.mode!r} is not by_source_kind or by_ratio")
         if self.assignment.group_by not in ("source", "task", "record"):

@@ -25,6 +25,7 @@ from schemas.trajectory import (
     TrajectoryStatus,
     Turn,
 )
+from schemas.turn_facts import facts
 
 
 @dataclass(slots=True)
@@ -35,6 +36,7 @@ class FilterOutcome:
     drop_reason: str | None = None
     detail: str = ""
     removed_turns: Counter[str] = field(default_factory=Counter)
+    masked_turns: Counter[str] = field(default_factory=Counter)  # harness fact -> turns masked
 
 
 def validate_record(record: dict[str, Any]) -> tuple[Trajectory | None, str | None, str]:
@@ -121,6 +123,31 @@ def drop_gui_no_change_turns(traj: Trajectory) -> tuple[Trajectory, int]:
     return traj, removed
 
 
+def harness_fact_drop(traj: Trajectory, cfg: FilterConfig) -> str | None:
+    """Why the trajectory is dropped for a harness fact set to `drop`, or None."""
+    for i, turn in enumerate(traj.turns, start=1):
+        for fact in facts(turn.metadata):
+            if cfg.harness_action(fact) == "drop":
+                return f"turn {i} {fact} (filters.harness_facts.{fact}: drop)"
+    return None
+
+
+def drop_harness_fact_turns(traj: Trajectory, cfg: FilterConfig) -> tuple[Trajectory, int]:
+    """Remove the turns carrying a harness fact set to `drop_turn`."""
+    kept = [t for t in traj.turns if not any(cfg.harness_action(f) == "drop_turn" for f in facts(t.metadata))]
+    removed = len(traj.turns) - len(kept)
+    if removed:
+        traj.turns = kept
+    return traj, removed
+
+
+def masked_turns(traj: Trajectory, cfg: FilterConfig) -> Counter[str]:
+    """How many turns each harness fact masks (out of the loss, kept as history)."""
+    from pipelines.lossmask import harness_mask
+
+    return Counter(fact for t in traj.turns if (fact := harness_mask(t.metadata, cfg)) is not None)
+
+
 def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
     """All paper filters in the paper's order; turn filters run before the final turn-count check."""
     if len(traj.turns) < cfg.min_turns:
@@ -135,7 +162,12 @@ def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
         why = gui_env_failure(traj, cfg.gui_failure_markers, cfg.gui_failure_max_words)
         if why:
             return FilterOutcome(None, ReasonCode.GUI_ENV_FAILURE, why)
+    why = harness_fact_drop(traj, cfg)
+    if why:
+        return FilterOutcome(None, ReasonCode.HARNESS_FACT, why)
     removed: Counter[str] = Counter()
+    traj, n = drop_harness_fact_turns(traj, cfg)
+    removed[ReasonCode.HARNESS_FACT_TURNS] += n
     if cfg.strip_empty_actions:
         # The cleaner's own rule: pools apply the same definition when the cleaner did not run.
         from curation_agents.turn_rules import strip_empty_actions
@@ -160,8 +192,16 @@ def apply_filters(traj: Trajectory, cfg: FilterConfig) -> FilterOutcome:
             f"{len(traj.turns)} turn(s) left",
             removed_turns=removed,
         )
+    masked = masked_turns(traj, cfg)
+    if sum(masked.values()) == len(traj.turns):
+        return FilterOutcome(
+            None,
+            ReasonCode.HARNESS_FACT,
+            f"every turn is masked for a harness fact ({', '.join(sorted(masked))}): nothing to learn",
+            removed_turns=removed,
+        )
     if cfg.canonical_actions:
         from pipelines.actions import canonicalise_actions
 
         canonicalise_actions(traj)
-    return FilterOutcome(traj, removed_turns=removed)
+    return FilterOutcome(traj, removed_turns=removed, masked_turns=masked)

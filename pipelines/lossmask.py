@@ -17,8 +17,10 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from pipelines.config import LossMaskConfig
+from pipelines.config import FilterConfig, LossMaskConfig
+from schemas.turn_facts import facts
 
 _WORD = re.compile(r"\w+")
 
@@ -90,3 +92,16 @@ def kept_token_range(n_tokens: int, share: float, keep: str) -> tuple[int, int]:
     """Token index range [start, end) of the turn that stays in the loss."""
     k = kept_token_count(n_tokens, share)
     return (n_tokens - k, n_tokens) if keep == "tail" else (0, k)
+
+
+MASKED = "harness"
+"""The loss-mask category of a turn masked for a harness fact (share 0: context, never a target)."""
+
+
+def harness_mask(metadata: dict[str, Any], cfg: FilterConfig) -> str | None:
+    """The harness fact for which a turn is masked (filters.harness_facts says "mask"), else None.
+    One rule for the filter stage's counts and the renderers (CPT span, SFT target, RL turn)."""
+    for fact in facts(metadata):
+        if cfg.harness_action(fact) == "mask":
+            return fact
+    return None

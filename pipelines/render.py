@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.config import PoolsConfig
-from pipelines.lossmask import kept_token_range, loss_mask_category
+from pipelines.lossmask import MASKED, harness_mask, kept_token_range, loss_mask_category
 from pipelines.minhash import stable_hash
 from schemas.agentworldbench import AgentWorldBenchSample, trajectory_to_samples
 from schemas.templates import TemplateSet, system_values
@@ -55,9 +55,19 @@ def sft_template_version(cfg: PoolsConfig, trajectory_id: str, turn_index: int) 
     return versions[stable_hash("sft-template", cfg.sft.seed, trajectory_id, turn_index) % len(versions)]
 
 
-def rl_turn_index(cfg: PoolsConfig, trajectory_id: str, num_turns: int) -> int:
-    """The one RL turn of a trajectory (1-based), a seeded hash of its id: never process order."""
-    return stable_hash("rl-turn", cfg.rl.seed, trajectory_id) % num_turns + 1
+def rl_turn_index(
+    cfg: PoolsConfig, trajectory_id: str, num_turns: int, masked: frozenset[int] = frozenset()
+) -> int:
+    """The one RL turn of a trajectory (1-based), a seeded hash of its id: never process order. Turns
+    masked for a harness fact (`masked`, 1-based) are never chosen; the filters drop a trajectory whose
+    every turn is masked."""
+    candidates = [t for t in range(1, num_turns + 1) if t not in masked] or list(range(1, num_turns + 1))
+    return candidates[stable_hash("rl-turn", cfg.rl.seed, trajectory_id) % len(candidates)]
+
+
+def masked_turn_indices(traj: Trajectory, cfg: PoolsConfig) -> frozenset[int]:
+    """The 1-based turns masked for a harness fact (filters.harness_facts: mask)."""
+    return frozenset(i for i, t in enumerate(traj.turns, 1) if harness_mask(t.metadata, cfg.filters))
 
 
 def _boundary(counter: TokenCounter, text: str, ids: list[int], k: int, direction: int) -> tuple[int, int]:
@@ -133,7 +143,10 @@ def cpt_row(
     categories = []
     for i, turn in enumerate(traj.turns):
         block = turn_block(i + 1, traj, i)
-        category, share = loss_mask_category(turn.action.text, turn.observation.text, lm)
+        if harness_mask(turn.metadata, cfg.filters):  # context only: the harness cut this step
+            category, share = MASKED, 0.0
+        else:
+            category, share = loss_mask_category(turn.action.text, turn.observation.text, lm)
         categories.append(category)
         s, e, k = kept_char_span(counter, block, share, lm.keep)
         if e > s:
@@ -279,6 +292,10 @@ def sft_rows(
             systems[version] = (rendered, message_tokens(counter, "system", rendered) if rendered else 0)
         system, system_tokens = systems[version]
         turn = traj.turns[t - 1]
+        if harness_mask(turn.metadata, cfg.filters):
+            # A step the harness cut (timed out, truncated, ...): history for later samples, never a target.
+            skipped.append(t)
+            continue
         if not turn.observation.text.strip():
             # Nothing to predict (a screen that showed nothing new): the turn stays in the history of
             # later samples but is never a target, so no SFT target is empty.
@@ -361,7 +378,7 @@ def rl_row(
 ) -> tuple[dict[str, Any] | None, int]:
     """Exactly one turn of the trajectory, template v0, in the evaluator's conversation shape; None
     when the chat-template-rendered prompt (with the generation prompt) exceeds the cap."""
-    t = rl_turn_index(cfg, traj.id, len(traj.turns))
+    t = rl_turn_index(cfg, traj.id, len(traj.turns), masked_turn_indices(traj, cfg))
     system = templates.get(cfg.rl.template_version).render(system_values(traj))
     (sample,) = trajectory_to_samples(traj, [t])
     history = zip(sample.prompt[: t - 1], sample.response[: t - 1], strict=True)

@@ -38,6 +38,9 @@ class ReasonCode(StrEnum):
     EMPTY_ACTION_TURNS = "empty_action_turns"
     RETRY_CYCLE_TURNS = "retry_cycle_turns"
     GUI_NO_CHANGE_TURNS = "gui_no_change_turns"
+    # The pools: turns carrying a harness fact (schemas.turn_facts) under filters.harness_facts.
+    HARNESS_FACT = "harness_fact"  # a fact set to drop, or every turn masked
+    HARNESS_FACT_TURNS = "harness_fact_turns"  # turns removed by a fact set to drop_turn
     # The pools: deduplication, decontamination and the per-pool token caps.
     EXACT_DUPLICATE = "exact_duplicate"
     NEAR_DUPLICATE = "near_duplicate"

@@ -22,7 +22,7 @@ STAGE = Stage(
     name="filter",
     reads=("trajectory rows",),
     writes=("kept Trajectory", "removed rows (validation, filter)"),
-    counters=("turns_in", "quarantined.*", "dropped.*", "turns_removed.*"),
+    counters=("turns_in", "quarantined.*", "dropped.*", "turns_removed.*", "turns_masked.*"),
 )
 
 
@@ -50,6 +50,8 @@ def filter_rows(table: pa.Table, input_file: str, cfg: PoolsConfig) -> FilteredS
         outcome = flt.apply_filters(traj, cfg.filters)
         for reason, n in outcome.removed_turns.items():
             stats[f"turns_removed.{reason}"] += n
+        for fact, n in outcome.masked_turns.items():  # harness facts: out of the loss, kept as history
+            stats[f"turns_masked.{fact}"] += n
         if outcome.trajectory is None:
             assert outcome.drop_reason is not None
             result.removed.append(

@@ -19,7 +19,7 @@ from pipelines.config import EVAL_POOL, PoolsConfig
 from pipelines.inputs import KnowledgeDoc
 from pipelines.minhash import normalise, signatures, stable_hash
 from pipelines.ngrams import ContainmentIndex, text_grams
-from pipelines.render import Lineage, cpt_row, knowledge_row, rl_row, sft_rows
+from pipelines.render import Lineage, cpt_row, knowledge_row, masked_turn_indices, rl_row, sft_rows
 from pipelines.stages.assign import record_group
 from pipelines.stages.contract import Stage, tune_gc_for_bulk_work
 from pipelines.stages.decontaminate import training_grams
@@ -44,6 +44,7 @@ STAGE = Stage(
         "sft.samples_truncated",
         "sft.samples_over_cap",
         "sft.blank_targets_skipped",
+        "sft.harness_masked_targets_skipped",
         "dropped.rl_prompt_over_cap",
         "dropped.sft_over_cap",
     ),
@@ -179,11 +180,17 @@ class RoutePools(beam.DoFn):
                 truncated = sum(1 for r in rows if r["truncated"])
                 if truncated:
                     stats["sft.samples_truncated"] += truncated
-                blank = sum(1 for t in skipped if not item.turns[t - 1].observation.text.strip())
+                masked = masked_turn_indices(item, self.cfg)
+                harness = sum(1 for t in skipped if t in masked)
+                if harness:
+                    stats["sft.harness_masked_targets_skipped"] += harness
+                blank = sum(
+                    1 for t in skipped if t not in masked and not item.turns[t - 1].observation.text.strip()
+                )
                 if blank:
                     stats["sft.blank_targets_skipped"] += blank
-                if len(skipped) > blank:
-                    stats["sft.samples_over_cap"] += len(skipped) - blank
+                if len(skipped) > blank + harness:
+                    stats["sft.samples_over_cap"] += len(skipped) - blank - harness
                 if not rows:
                     stats["dropped.sft_over_cap"] += 1
                     out.setdefault((REMOVED, 0), []).append(
