@@ -1,8 +1,8 @@
 """The MCP observation: one text for a tool result, whatever the source (collected, a cleaned log, an import).
 
-A `tools/call` result is observed as its content blocks in MCP JSON, exactly as the server sent them
-(camelCase keys, extra fields kept, compact): one block is the block's object, several are an array of
-them, none is `[]`. This is the form of AgentWorldBench's MCP ground truth, whose trajectories come from
+A `tools/call` result is observed as its content blocks in MCP JSON as the server sent them (camelCase
+keys, extra fields kept, keys in the schema's order, compact): one block is the block's object, several
+are an array of them, none is `[]`. This is the form of AgentWorldBench's MCP ground truth, whose trajectories come from
 agents on the OpenAI Agents SDK (Toolathlon, MCPMark): the SDK hands the model `content[0]` as JSON,
 or the list of blocks, and its MCP system prompt names `{"type":"text","text":"..."}` as the MCP text
 wrapper. `isError` is the observation's `is_error`; `structuredContent` is kept beside the observation
@@ -19,6 +19,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from typing import Any
 
 STRUCTURED_CONTENT = "structured_content"  # turn metadata key: the result's structuredContent, verbatim
@@ -30,8 +31,14 @@ def write_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+_DESCRIBED = re.compile(r"\[(?:image|audio|blob) [^\]]*, \d+ bytes, sha256 [0-9a-f]{16}\]")
+
+
 def describe_binary(data: str, mime_type: Any, what: str) -> str:
-    """A base64 payload as a short description: kind, MIME type, decoded size and a digest."""
+    """A base64 payload as a short description: kind, MIME type, decoded size and a digest (a payload
+    already described stays as it is, so an observation read again is unchanged)."""
+    if _DESCRIBED.fullmatch(data):
+        return data
     try:
         raw = base64.b64decode(data, validate=False)
     except (ValueError, TypeError, binascii.Error):
@@ -41,18 +48,37 @@ def describe_binary(data: str, mime_type: Any, what: str) -> str:
     return f"[{what} {kind}, {len(raw)} bytes, sha256 {digest}]"
 
 
+# Keys in the order of the MCP schema's content types (the order the Python SDK, and so the evaluator's
+# samples, write them), then any other key in the order it came: servers write the same block with
+# their keys in any order, and one step must have one text.
+BLOCK_KEYS = ("type", "text", "data", "mimeType", "resource", "name", "title", "uri", "description", "size")
+RESOURCE_KEYS = ("uri", "name", "title", "mimeType", "text", "blob", "size")
+TRAILING_KEYS = ("annotations", "_meta")
+
+
+def _ordered(obj: dict[str, Any], leading: tuple[str, ...]) -> dict[str, Any]:
+    first = [k for k in leading if k in obj]
+    last = [k for k in TRAILING_KEYS if k in obj]
+    middle = [k for k in obj if k not in leading and k not in TRAILING_KEYS]
+    return {k: obj[k] for k in (*first, *middle, *last)}
+
+
 def observed_block(block: Any) -> Any:
-    """One content block as observed: as sent, binary data replaced by its description."""
+    """One content block as observed: the server's fields in the schema's order, binary data replaced by
+    its description."""
     if not isinstance(block, dict):
         return block
     kind = block.get("type")
-    if kind in ("image", "audio") and isinstance(block.get("data"), str):
-        return {**block, "data": describe_binary(block["data"], block.get("mimeType"), kind)}
-    resource = block.get("resource")
-    if kind == "resource" and isinstance(resource, dict) and isinstance(resource.get("blob"), str):
-        blob = describe_binary(resource["blob"], resource.get("mimeType"), "blob")
-        return {**block, "resource": {**resource, "blob": blob}}
-    return block
+    out = _ordered(block, BLOCK_KEYS)
+    if kind in ("image", "audio") and isinstance(out.get("data"), str):
+        out["data"] = describe_binary(out["data"], out.get("mimeType"), kind)
+    resource = out.get("resource")
+    if kind == "resource" and isinstance(resource, dict):
+        resource = _ordered(resource, RESOURCE_KEYS)
+        if isinstance(resource.get("blob"), str):
+            resource["blob"] = describe_binary(resource["blob"], resource.get("mimeType"), "blob")
+        out["resource"] = resource
+    return out
 
 
 def render_content(content: Any) -> str:
