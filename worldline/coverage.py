@@ -52,13 +52,13 @@ def action_label(domain: str, kind: str, text: str, tool: str | None) -> str:
             return "keys"
         word = program_of(first) if first.endswith("\n") else first[:12]
         return f"keys:{word or 'wait'}"
-    if kind == ActionKind.GUI.value:
+    match = _CALL.match(text)
+    if kind == ActionKind.GUI.value and not match:  # an element addressed by role and name
         try:
             obj = json.loads(text)
             return f"{obj.get('action')}:{obj.get('role')}"
         except (json.JSONDecodeError, AttributeError):
             return "gui"
-    match = _CALL.match(text)
     if domain in ("web", "os", "android") and match:
         return match.group(1)
     return program_of(text)

@@ -23,6 +23,11 @@ def test_action_labels() -> None:
     call = json.dumps({"name": "Bash", "arguments": {"command": "git log | head"}})
     assert action_label("swe", "tool_call", call, "Bash") == "Bash:git|head"
     assert action_label("web", "command", 'click("e12")', None) == "click"
+    assert action_label("web", "gui", "fill('e3', 'x')", None) == "fill"
+    assert (
+        action_label("web", "gui", json.dumps({"action": "click", "role": "link", "name": "Cart"}), None)
+        == "click:link"
+    )
     assert (
         action_label("terminal", "keystrokes", json.dumps([{"keystrokes": "python3\n"}]), None)
         == "keys:python3"
