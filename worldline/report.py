@@ -11,7 +11,6 @@ it is opened.
 from __future__ import annotations
 
 import html
-import importlib
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -45,6 +44,7 @@ class PoolsBuild:
     pools: dict[str, pa.Table] = field(default_factory=dict)
     assignments: pa.Table | None = None
     removed: pa.Table | None = None
+    coverage: dict[str, Any] | None = None
 
 
 def _resolve(root: Path, folder: str, rel: str) -> Path:
@@ -308,36 +308,42 @@ def _templates(build: PoolsBuild) -> Any:
     return fig
 
 
-def _coverage(build: PoolsBuild) -> Any | None:
-    """Coverage of the collected inputs, when the coverage module can read them."""
-    try:
-        coverage_of = importlib.import_module("worldline.coverage").coverage_of
-    except (ImportError, AttributeError):
+def coverage_of_inputs(build: PoolsBuild) -> dict[str, Any] | None:
+    """`worldline coverage` of the build's inputs that are still readable folders (None if none is)."""
+    if build.coverage is not None:
+        return build.coverage
+    from worldline.coverage import coverage_report
+
+    folders = [Path(item["path"]) for item in build.manifest.get("inputs", []) if Path(item["path"]).is_dir()]
+    if not folders:
         return None
+    try:
+        build.coverage = coverage_report(folders)
+    except (ValueError, OSError):  # an input moved or changed since the build: the rest still reports
+        return None
+    return build.coverage
+
+
+def _coverage(build: PoolsBuild) -> Any | None:
     import plotly.graph_objects as go
 
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for item in build.manifest.get("inputs", []):
-        path = Path(item["path"])
-        if not path.is_dir():
-            continue
-        try:
-            report = coverage_of(path)
-        except (ValueError, OSError):
-            continue
-        for domain, figures in report.get("domains", {}).items():
-            rows.append((f"{path.name}/{domain}", figures))
-    if not rows:
+    report = coverage_of_inputs(build)
+    if not report or not report.get("domains"):
         return None
-    labels = [r[0] for r in rows]
+    domains = sorted(report["domains"])
     fig = go.Figure()
     for key, name in (
+        ("state_ratio", "distinct states per turn"),
         ("error_share", "error observations"),
         ("noop_share", "no-op turns"),
-        ("near_duplicate_share", "near duplicates"),
+        ("near_duplicate_share", "near-duplicate trajectories"),
     ):
-        fig.add_trace(go.Bar(x=labels, y=[r[1].get(key) for r in rows], name=name))
-    fig.update_layout(title="Coverage of the collected inputs (shares)", barmode="group", yaxis_range=[0, 1])
+        fig.add_trace(go.Bar(x=domains, y=[report["domains"][d].get(key) for d in domains], name=name))
+    counts = ", ".join(
+        f"{d} {report['domains'][d]['trajectories']} traj / {report['domains'][d]['distinct_used']} distinct actions"
+        for d in domains
+    )
+    fig.update_layout(title=f"Coverage of the inputs: {counts}", barmode="group", yaxis_range=[0, 1])
     return fig
 
 
@@ -387,6 +393,11 @@ def render_report(build: PoolsBuild) -> str:
             full_html=False, include_plotlyjs=False, div_id=f"plot-{name}", config={"displaylogo": False}
         )
         parts.append(f"<div class='plot' data-plot='{name}'>{body}</div>")
+    coverage = coverage_of_inputs(build)
+    if coverage and coverage.get("thin"):
+        parts.append("<h2>What is thin</h2><ul class='thin'>")
+        parts += [f"<li>{html.escape(str(note))}</li>" for note in coverage["thin"]]
+        parts.append("</ul>")
     parts.append("</body></html>\n")
     return "".join(parts)
 
