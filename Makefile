@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= out/demo
 PYTEST_ARGS ?=
+# tests only, installed without their GPU requirements (pyproject's `trainers` extra holds what they import)
+TRAINERS_NO_DEPS := 'llamafactory==0.9.5' 'verl==0.9.1'
 
 export CONTAINERS_CONF := $(CURDIR)/infra/containers.conf
 
@@ -26,7 +28,8 @@ venv: $(STAMP)  ## the virtualenv in .venv with worldline and its dev tools
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,trainers]'
+	$(BIN)/python -m pip install -q --no-deps $(TRAINERS_NO_DEPS)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

@@ -23,6 +23,7 @@ from pipelines.build import ASSIGNMENTS, REMOVED, WORK_DIR
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.exports import export_path
 from pipelines.publish import input_digest
+from pipelines.trainer_configs import write_trainer_configs
 from schemas.agentworldbench import export_agentworldbench
 from schemas.atomic import atomic_open
 from schemas.shards import Manifest
@@ -222,29 +223,6 @@ def export_eval(out: str, cfg: PoolsConfig) -> list[str]:
             shutil.rmtree(local, ignore_errors=True)
 
 
-def llama_factory_dataset_info(out: str) -> str:
-    """OUT/exports/dataset_info.json: LLaMA-Factory reads the SFT export (sharegpt layout with OpenAI
-    roles, the system prompt as the first message) and the CPT text with `--dataset_dir OUT/exports`."""
-    info = {
-        "worldline_sft": {
-            "file_name": "sft_messages",
-            "formatting": "sharegpt",
-            "columns": {"messages": "messages"},
-            "tags": {
-                "role_tag": "role",
-                "content_tag": "content",
-                "user_tag": "user",
-                "assistant_tag": "assistant",
-                "system_tag": "system",
-            },
-        },
-        "worldline_cpt": {"file_name": "cpt_text", "columns": {"prompt": "text"}},
-    }
-    path = fs.join(out, "exports", "dataset_info.json")
-    fs.write_json(path, info)
-    return path
-
-
 def unify_id_types(path: Path) -> None:
     """Make every `id` in an AgentWorldBench export one type: ints stay ints when all are ints,
     otherwise all become strings (mixed types break `datasets` and typed readers)."""
@@ -309,8 +287,11 @@ def finalize(
         "sft_messages": exports_of(out, "sft"),
         "cpt_text": exports_of(out, "cpt"),
         "agentworldbench": export_eval(out, cfg),
-        "llama_factory_dataset_info": [fs.relative(llama_factory_dataset_info(out), out)],
     }
+    configs = write_trainer_configs(out, pools, exports, cfg.tokenizer)
+    exports["llama_factory_dataset_info"] = configs["llama_factory"][:1]
+    exports["llama_factory_configs"] = configs["llama_factory"][1:]
+    exports["verl_config"] = configs["verl_config"]
     removed_reasons: Counter[str] = Counter()
     for f in pool_parts(out, REMOVED):
         removed_reasons.update(read_parquet(f, ["reason"]).column("reason").to_pylist())

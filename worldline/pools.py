@@ -33,12 +33,13 @@ def _token_starts(tokenizer: Any, text: str) -> tuple[list[int], list[int]]:
         _, offsets = enc.decode_with_offsets(ids)
         return ids, list(offsets)
     tok = getattr(tokenizer, "_tok", tokenizer)
-    if hasattr(tok, "encode") and hasattr(tok, "get_vocab"):  # tokenizers.Tokenizer
-        encoding = tok.encode(text, add_special_tokens=False)
-        return list(encoding.ids), [start for start, _ in encoding.offsets]
+    # transformers tokenizers also have encode / get_vocab, but their encode returns a plain list
     if callable(tok) and hasattr(tok, "convert_ids_to_tokens"):  # transformers tokenizer
         out = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         return list(out["input_ids"]), [start for start, _ in out["offset_mapping"]]
+    if hasattr(tok, "encode") and hasattr(tok, "get_vocab"):  # tokenizers.Tokenizer
+        encoding = tok.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [start for start, _ in encoding.offsets]
     counter: TokenCounter = tokenizer
     ids = counter.encode(text)
     starts, pos = [], 0

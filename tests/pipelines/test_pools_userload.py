@@ -87,7 +87,10 @@ def test_llama_factory_dataset_info(built: tuple[Path, dict[str, Any]]) -> None:
         assert [x[tags["role_tag"]] for x in msgs[1:]] == [tags["user_tag"], tags["assistant_tag"]] * (
             (len(msgs) - 1) // 2
         )
-    assert (out / "exports" / info["worldline_cpt"]["file_name"]).is_dir()
+    # the CPT entry names the tokenised dataset with the loss spans' labels (pipelines.trainer_configs),
+    # never the raw text, which LLaMA-Factory would train on every token
+    assert (out / "exports" / "cpt_text").is_dir()
+    assert info["worldline_cpt"]["file_name"] == "llamafactory/cpt_tokenized"
 
 
 def test_open_dataset_and_stats_accept_pool_folders(built: tuple[Path, dict[str, Any]]) -> None:
