@@ -876,7 +876,7 @@ class SearchExplorer(ToolExplorer):
 
 # -- GUI: the web's ARIA snapshot and the desktop's AT-SPI tree ----------------------------------------
 
-_ARIA = re.compile(r'^(\s*)- (\w+)(?: "((?:[^"\\]|\\.)*)")?[^\n]*?\[ref=([a-z0-9]+)\]', re.M)
+_ARIA = re.compile(r'^([ \t]*)- (\w+)(?: "((?:[^"\\]|\\.)*)")?[^\n]*?\[ref=([a-z0-9]+)\]', re.M)
 _URL_LINE = re.compile(r"^URL: (\S+)", re.M)
 _FILLABLE = ("textbox", "searchbox", "spinbutton")
 _CLICKABLE = ("link", "button", "checkbox", "radio", "tab", "menuitem", "switch", "option", "treeitem")
@@ -908,6 +908,10 @@ class WebExplorer(Explorer):
         self.visited = OrderedSet(50)
         self.clicked: dict[tuple[str, str], int] = {}
         self.tabs = 1
+        start = str(task.domain_config("web").get("start_url", "{sites}/"))
+        # The start page's site ({sites}/shop/): a goto of its own stays on the task's site.
+        match = re.match(r"^(\{sites\}/[^/?#]*/?|https?://[^/]+/)", start)
+        self.site = match.group(1) if match else start
 
     def observe(self, observation: Observation) -> None:
         super().observe(observation)
@@ -997,7 +1001,7 @@ class WebExplorer(Explorer):
         options = ["go_back()", "go_forward()", f"scroll(0, {rng.choice((200, 400, -300))})", "noop(300)"]
         if self.visited:
             options.append(f"goto({json.dumps(self.visited.pick(rng))})")
-        options.append('goto("{sites}/")')
+        options.append(f"goto({json.dumps(self.site)})")
         if self.tabs > 1:
             options += [f"tab_focus({rng.randrange(self.tabs)})", "tab_close()"]
         return Action(kind=ActionKind.COMMAND, text=rng_choice(rng, options))
