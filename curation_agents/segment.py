@@ -43,6 +43,8 @@ def _split_prompt(line: str, prompt: str | None) -> tuple[str, str]:
         for cont in CONTINUATION_PROMPTS:
             if line.startswith(cont + " "):
                 return line[: len(cont) + 1], line[len(cont) + 1 :]
+            if line == cont:  # an empty line at a continuation prompt (its space stripped)
+                return line, ""
     return line[: len(line) - len(rest)], rest
 
 
@@ -107,13 +109,15 @@ class _Session:
             self.echo_of = None
         if self.ahead:
             prompt, command = _split_prompt(line, self.prompt)
-            if prompt and self._is_echo(command, self.ahead[0]["action"]):
+            wanted = self.ahead[0]["action"]
+            if prompt and (self._is_echo(command, wanted) or not (command.strip() or wanted.strip())):
                 # The program's own echo at its prompt of a line typed ahead: the open turn's output
                 # ends here. (A bare echo is the tty's, shown while the program ran: output.)
                 nxt = self.ahead.pop(0)
                 self.typed_into.pop(id(nxt), None)
                 if self.open is not None and prompt.strip() in CONTINUATION_PROMPTS and not self.open_lines:
-                    self.open["action"] += "\n" + command.rstrip()  # a block continued: indentation kept
+                    if command.strip():  # a block continued: indentation kept (an empty line ends it)
+                        self.open["action"] += "\n" + command.rstrip()
                     self.open_echo.append(line)
                     return
                 if self.open is not None:
