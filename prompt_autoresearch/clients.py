@@ -11,7 +11,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from prompt_autoresearch.engine import RoleClients
+from prompt_autoresearch.state import REQUESTS_FILE
 from worldline.llm import LLMClient, LLMConfig, Role, UsageLedger
+from worldline.llm.accounting import RequestJournal
 
 ROLES = (Role.OPTIMIZER, Role.WORLD_MODEL, Role.JUDGE)
 
@@ -47,9 +49,11 @@ def build_clients(
     concurrency: int,
 ) -> tuple[RoleClients, UsageLedger]:
     """One client per distinct endpoint, with the role models set, the RUNDIR cache and a shared ledger
-    (whose budget the caller sets)."""
+    (whose budget the caller sets) backed by RUNDIR's request journal, so its totals include every
+    request earlier sessions sent, a killed one's included."""
     models = resolve_models(base, endpoints)
     ledger = UsageLedger(prices=dict(base.prices))
+    ledger.attach_journal(RequestJournal(cache_path.parent / REQUESTS_FILE))
     by_url: dict[str, LLMClient] = {}
     chosen: dict[Role, LLMClient] = {}
     for role in ROLES:

@@ -181,9 +181,22 @@ class Autoresearch:
             self._items[key] = self.data.eval_items(split, size, self.config.seed, run)
         return self._items[key]
 
+    def _ledgers(self) -> list[Any]:
+        """The distinct usage ledgers of the clients (one when they share it, as build_clients does)."""
+        ledgers: dict[int, Any] = {}
+        for client in self.clients.distinct():
+            ledgers.setdefault(id(client.ledger), client.ledger)
+        return list(ledgers.values())
+
     def apply_budget(self, ledger: Any, max_calls: int | None, max_tokens: int | None) -> None:
-        """Set the shared ledger's limits to what the budget leaves after earlier sessions' calls."""
-        used = self.state["usage"]
+        """Set the shared ledger's limits for the whole experiment. A ledger with RUNDIR's request
+        journal already counts every earlier session's requests (a killed session's included); one
+        without it starts from the calls the state recorded."""
+        # a RUNDIR from before the journal: its earlier calls are only in the state
+        journaled = getattr(ledger, "journal", None) is not None and (
+            ledger.totals.requests > 0 or not self.state["usage"]["calls"]
+        )
+        used = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0} if journaled else self.state["usage"]
         ledger.max_calls = None if max_calls is None else max(max_calls - int(used["calls"]), 0)
         ledger.max_total_tokens = (
             None
@@ -193,20 +206,30 @@ class Autoresearch:
         self.state["budget"] = {"max_calls": max_calls, "max_tokens": max_tokens}
 
     def session_usage(self) -> dict[str, Any]:
-        """Calls really sent (cache hits apart) by all clients in this session."""
+        """Requests really sent (retries included, cache hits apart) by all clients in this session."""
         totals = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
-        for client in self.clients.distinct():
-            snap = client.usage["totals"]
-            for name in totals:
+        for ledger in self._ledgers():
+            snap = ledger.snapshot()["totals"]
+            totals["calls"] += snap["requests"]
+            for name in ("cache_hits", "prompt_tokens", "completion_tokens", "cost_usd"):
                 totals[name] += snap[name]
         return totals
+
+    def usage_now(self) -> dict[str, Any]:
+        """The experiment's usage: a journaled ledger's totals are every session's already; cache hits
+        (not journaled) and unjournaled ledgers add to what the state recorded at this session's start."""
+        usage = self.session_usage()
+        journaled = all(getattr(ledger, "journal", None) is not None for ledger in self._ledgers())
+        start = self.session_start_usage
+        if journaled:
+            return {**usage, "cache_hits": start.get("cache_hits", 0) + usage["cache_hits"]}
+        return {name: start.get(name, 0) + usage[name] for name in usage}
 
     async def checkpoint(self) -> None:
         """Save state, ledger and new template files. The state is serialised here, on the loop (so no
         run mutates it meanwhile); the writes and fsyncs run in a worker thread, in order, so a slow
         disk never stalls the runs' LLM calls."""
-        usage = self.session_usage()
-        self.state["usage"] = {name: self.session_start_usage.get(name, 0) + usage[name] for name in usage}
+        self.state["usage"] = self.usage_now()
         state_bytes = (json.dumps(self.state, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
         rows = all_rows(self.state)  # rows never change once appended
         files, self._pending_files = self._pending_files, []

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from prompt_autoresearch.state import STATE_FILE, load_state, save_state
+from prompt_autoresearch.state import REQUESTS_FILE, STATE_FILE, load_state, save_state
 from schemas.atomic import replace_dir
 from schemas.templates import SEED_TEMPLATES_DIR, TemplateError, check_template, load_template_set
+from worldline.llm import UsageLedger
+from worldline.llm.accounting import RequestJournal
 
 VERSIONS = tuple(range(12))
 USED_BY = {0: "rl", 1: "cpt"}
@@ -34,6 +36,19 @@ def require_state(rundir: Path) -> dict[str, Any]:
         raise ReviewError(
             f"{rundir}: no {STATE_FILE}; start an experiment with `autoresearch run --out {rundir}`"
         )
+    journal = rundir / REQUESTS_FILE
+    if journal.is_file():
+        # The journal counts every request before it is sent; the state only up to its last checkpoint.
+        ledger = UsageLedger()
+        ledger.attach_journal(RequestJournal(journal))
+        totals = ledger.snapshot()["totals"]
+        ledger.journal.close()  # type: ignore[union-attr]
+        if totals["requests"] >= int(state["usage"].get("calls", 0)):
+            state["usage"] = {
+                **state["usage"],
+                "calls": totals["requests"],
+                **{k: totals[k] for k in ("prompt_tokens", "completion_tokens", "cost_usd")},
+            }
     return state
 
 

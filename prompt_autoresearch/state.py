@@ -17,6 +17,8 @@ from schemas.atomic import atomic_write_json
 from schemas.templates import SEED_TEMPLATES_DIR
 
 STATE_FILE = "state.json"
+REQUESTS_FILE = "llm-requests.jsonl"
+"""RUNDIR's request journal: every request of every session, written before it is sent."""
 STATE_VERSION = 1
 
 

@@ -166,7 +166,7 @@ def judge_command(
             )
     calls = usage["totals"]["calls"]
     typer.echo(
-        f"LLM calls={calls} cache_hits={usage['totals']['cache_hits']} cost_usd={usage['totals']['cost_usd']:.4f}"
+        f"LLM calls={calls} requests={usage['totals']['requests']} cache_hits={usage['totals']['cache_hits']} cost_usd={usage['totals']['cost_usd']:.4f}"
     )
     if stopped:
         typer.echo(

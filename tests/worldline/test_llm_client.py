@@ -97,6 +97,8 @@ def test_retryable_fault_is_retried_then_succeeds(fake_llm: FakeLLMServer, fault
     assert client.usage["totals"]["retries"] == 2
     assert client.usage["totals"]["calls"] == 1
     assert client.usage["totals"]["failures"] == 0
+    # every request is counted (and charged to the budget) before it is sent, retries included
+    assert client.usage["totals"]["requests"] == 3
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
@@ -131,7 +133,7 @@ def test_exhausted_retries_raise_with_last_cause(fake_llm: FakeLLMServer) -> Non
     assert failure.last_cause.status_code == 500
     assert [request.reply_kind for request in fake_llm.requests] == ["http_502", "http_429", "http_500"]
     usage = client.usage["totals"]
-    assert (usage["calls"], usage["failures"], usage["retries"]) == (1, 1, 2)
+    assert (usage["calls"], usage["failures"], usage["retries"], usage["requests"]) == (1, 1, 2, 3)
     assert client.usage["budget"]["calls_in_flight"] == 0
 
 

@@ -1,16 +1,22 @@
-"""Token, cost and call accounting with a hard budget checked before every call is sent.
+"""Token, cost and request accounting with a hard budget checked before every request is sent.
 
-A call reserves its slot (and an estimate of its tokens) before it is sent; once it finishes the token
-estimate is replaced by the real usage. Reservations make the check hold under concurrency: N tasks
-racing for the last slot cannot all pass it.
+A call is one chat completion asked for; a request is one HTTP request sent for it (a transport retry
+is one more request of the same call). The budget (`max_calls`) caps requests: what the endpoint
+receives. Each request is counted when it is reserved, before it is sent (so N tasks racing for the
+last slot cannot all pass the check, and a request the process was killed waiting for is still
+counted); its token estimate is replaced by the real usage once it finishes. With a `RequestJournal`
+each request is also appended to a file before it leaves, so the totals survive a kill and the next
+session's budget starts from them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from worldline.llm.config import ModelPrice
@@ -22,6 +28,7 @@ class UsageTotals:
     """Counters for one slice (all calls, one role, or one model)."""
 
     calls: int = 0
+    requests: int = 0  # HTTP requests sent: calls plus their retries (what the budget caps)
     cache_hits: int = 0
     failures: int = 0
     retries: int = 0
@@ -39,9 +46,42 @@ class UsageTotals:
 
 @dataclass(frozen=True)
 class BudgetReservation:
-    """A call's claim on the budget, returned by UsageLedger.reserve and settled exactly once."""
+    """A request's claim on the budget, returned by UsageLedger.reserve and settled exactly once."""
 
     estimated_tokens: int
+
+
+class RequestJournal:
+    """An append-only JSONL of requests: a `sent` line is written before a request leaves, a `done`
+    line with its usage when it finishes. Each line is one `os.write` to an O_APPEND descriptor, so a
+    kill -9 loses nothing the kernel accepted and a torn last line is skipped on reading."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, record: dict[str, Any]) -> None:
+        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+
+    def read(self) -> list[dict[str, Any]]:
+        records = []
+        with open(self.path, "rb") as fh:
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break  # torn by a kill mid-write
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    records.append(record)
+        return records
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 @dataclass
@@ -54,18 +94,45 @@ class UsageLedger:
     totals: UsageTotals = field(default_factory=UsageTotals)
     by_role: dict[str, UsageTotals] = field(default_factory=dict)
     by_model: dict[str, UsageTotals] = field(default_factory=dict)
+    journal: RequestJournal | None = None
     _calls_reserved: int = field(default=0, init=False, repr=False)
     _tokens_reserved: int = field(default=0, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def reserve(self, *, estimated_tokens: int) -> BudgetReservation:
-        """Claim one call and `estimated_tokens`, or raise BudgetExceeded without changing any state."""
+    def attach_journal(self, journal: RequestJournal) -> None:
+        """Load the requests an earlier session recorded in `journal` into the totals and record this
+        session's there too: limits then cover every session."""
         with self._lock:
-            calls_committed = self.totals.calls + self._calls_reserved
+            for record in journal.read():
+                role, model = str(record.get("role", "")), str(record.get("model", ""))
+                slices = self._slices(role, model)
+                if "sent" in record:
+                    retry = int(record.get("retry", 0))
+                    for totals in slices:
+                        totals.requests += 1
+                        totals.calls += 1 - retry
+                        totals.retries += retry
+                elif "failed" in record:
+                    for totals in slices:
+                        totals.failures += 1
+                elif "done" in record:
+                    for totals in slices:
+                        totals.prompt_tokens += int(record.get("prompt_tokens", 0))
+                        totals.completion_tokens += int(record.get("completion_tokens", 0))
+                        totals.cost_usd += float(record.get("cost_usd", 0.0))
+            self.journal = journal
+
+    def reserve(
+        self, *, estimated_tokens: int, role: str = "", model: str = "", retry: bool = False
+    ) -> BudgetReservation:
+        """Count one request (a retry is one more) and claim `estimated_tokens`, before it is sent, or
+        raise BudgetExceeded without changing any state."""
+        with self._lock:
+            calls_committed = self.totals.requests
             if self.max_calls is not None and calls_committed + 1 > self.max_calls:
                 raise BudgetExceeded(
-                    f"LLM call budget exhausted: {calls_committed} of max_calls={self.max_calls} calls "
-                    f"used or in flight; raise WORLDLINE_LLM_MAX_CALLS / LLMConfig.max_calls to continue",
+                    f"LLM call budget exhausted: {calls_committed} of max_calls={self.max_calls} requests "
+                    f"sent (retries included); raise WORLDLINE_LLM_MAX_CALLS / LLMConfig.max_calls to continue",
                     limit_name="max_calls",
                     limit=self.max_calls,
                     used=calls_committed,
@@ -82,6 +149,12 @@ class UsageLedger:
                     limit=self.max_total_tokens,
                     used=tokens_committed,
                 )
+            if self.journal is not None:
+                self.journal.write({"sent": 1, "role": role, "model": model, "retry": int(retry)})
+            for totals in self._slices(role, model):
+                totals.requests += 1
+                totals.calls += int(not retry)
+                totals.retries += int(retry)
             self._calls_reserved += 1
             self._tokens_reserved += estimated_tokens
             return BudgetReservation(estimated_tokens)
@@ -94,22 +167,37 @@ class UsageLedger:
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
-        retries: int,
-        failed: bool,
     ) -> float:
-        """Record a finished call (successful or failed) in place of its reservation; returns its cost."""
+        """Record a finished request's usage (answered or not) in place of its reservation's estimate;
+        returns its cost. The request itself was counted by `reserve`."""
         cost = self.prices.get(model, ModelPrice()).cost(prompt_tokens, completion_tokens)
         with self._lock:
             self._calls_reserved -= 1
             self._tokens_reserved -= reservation.estimated_tokens
+            if self.journal is not None:
+                self.journal.write(
+                    {
+                        "done": 1,
+                        "role": role,
+                        "model": model,
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": completion_tokens,
+                        "cost_usd": cost,
+                    }
+                )
             for totals in self._slices(role, model):
-                totals.calls += 1
-                totals.failures += int(failed)
-                totals.retries += retries
                 totals.prompt_tokens += prompt_tokens
                 totals.completion_tokens += completion_tokens
                 totals.cost_usd += cost
         return cost
+
+    def record_failure(self, *, role: str, model: str) -> None:
+        """A call that ended without an answer (retries exhausted, or rejected)."""
+        with self._lock:
+            if self.journal is not None:
+                self.journal.write({"failed": 1, "role": role, "model": model})
+            for totals in self._slices(role, model):
+                totals.failures += 1
 
     def record_cache_hit(self, *, role: str, model: str) -> None:
         with self._lock:
@@ -128,7 +216,7 @@ class UsageLedger:
         with self._lock:
             if self.max_calls is None:
                 return None
-            return max(self.max_calls - self.totals.calls - self._calls_reserved, 0)
+            return max(self.max_calls - self.totals.calls, 0)
 
     @property
     def tokens_remaining(self) -> int | None:
@@ -175,7 +263,7 @@ class UsageLedger:
 
         def line(label: str, totals: Mapping[str, Any]) -> str:
             return (
-                f"{label:<28} calls={totals['calls']:<6} cache_hits={totals['cache_hits']:<6} "
+                f"{label:<28} calls={totals['calls']:<6} requests={totals['requests']:<6} cache_hits={totals['cache_hits']:<6} "
                 f"failures={totals['failures']:<4} retries={totals['retries']:<4} "
                 f"prompt_tokens={totals['prompt_tokens']:<9} completion_tokens={totals['completion_tokens']:<9} "
                 f"cost_usd={totals['cost_usd']:.4f}"

@@ -21,7 +21,13 @@ import openai
 from worldline.llm.accounting import UsageLedger
 from worldline.llm.cache import ResponseCache, cache_key
 from worldline.llm.config import PLACEHOLDER_API_KEY, LLMConfig, Role
-from worldline.llm.errors import LLMCallFailed, MalformedResponse, RequestRejected, RetriesExhausted
+from worldline.llm.errors import (
+    BudgetExceeded,
+    LLMCallFailed,
+    MalformedResponse,
+    RequestRejected,
+    RetriesExhausted,
+)
 from worldline.llm.parsing import PredictionParse, parse_predicted_observation, parse_tool_arguments
 from worldline.llm.parsing import split_reasoning as split_reasoning_text
 from worldline.llm.retry import backoff_delay, error_headers, is_retryable, retry_after_seconds
@@ -266,24 +272,7 @@ class LLMClient:
                     return cached
 
         prompt_estimate = _estimate_prompt_tokens(request)
-        reservation = self.ledger.reserve(estimated_tokens=prompt_estimate + (request.max_tokens or 0))
-        result: ChatResult | None = None
-        attempts = 0
-        try:
-            result = await self._send_with_retries(role, model, wire, request, key, prompt_estimate)
-        except LLMCallFailed as failure:
-            attempts = failure.attempts
-            raise
-        finally:
-            self.ledger.settle(
-                reservation,
-                role=role,
-                model=model,
-                prompt_tokens=result.prompt_tokens if result else 0,
-                completion_tokens=result.completion_tokens if result else 0,
-                retries=max((result.attempts if result else attempts) - 1, 0),
-                failed=result is None,
-            )
+        result = await self._send_with_retries(role, model, wire, request, key, prompt_estimate)
         if self.cache is not None and request.use_cache:
             self.cache.put(key, model, result.to_cache_record())
         return result
@@ -305,26 +294,46 @@ class LLMClient:
         body = {name: value for name, value in wire.items() if name != "extra_body"}
         body.update(wire.get("extra_body") or {})
         attempts_allowed = self.config.max_retries + 1
+        estimate = prompt_estimate + (request.max_tokens or 0)
         attempt = 0
         while True:
             attempt += 1
+            result: ChatResult | None = None
             try:
                 async with resources.semaphore:
-                    started = time.perf_counter()
-                    text = await resources.openai_client.post("/chat/completions", body=body, cast_to=str)
-                    latency = time.perf_counter() - started
-                result = _parse_completion(
-                    text,
-                    role=role,
-                    model=model,
-                    request=request,
-                    key=key,
-                    latency_s=latency,
-                    attempts=attempt,
-                    prompt_estimate=prompt_estimate,
-                )
+                    # Every request is counted (and journaled) right before it leaves, retries included:
+                    # the budget caps what the endpoint receives, and a kill loses no count.
+                    reservation = self.ledger.reserve(
+                        estimated_tokens=estimate, role=role, model=model, retry=attempt > 1
+                    )
+                    try:
+                        started = time.perf_counter()
+                        text = await resources.openai_client.post("/chat/completions", body=body, cast_to=str)
+                        latency = time.perf_counter() - started
+                        result = _parse_completion(
+                            text,
+                            role=role,
+                            model=model,
+                            request=request,
+                            key=key,
+                            latency_s=latency,
+                            attempts=attempt,
+                            prompt_estimate=prompt_estimate,
+                        )
+                    finally:
+                        self.ledger.settle(
+                            reservation,
+                            role=role,
+                            model=model,
+                            prompt_tokens=result.prompt_tokens if result else 0,
+                            completion_tokens=result.completion_tokens if result else 0,
+                        )
                 return result
+            except BudgetExceeded:
+                raise
             except Exception as error:  # classified below; anything not retryable is re-raised typed
+                if not is_retryable(error) or attempt >= attempts_allowed:
+                    self.ledger.record_failure(role=role, model=model)
                 if not is_retryable(error):
                     if isinstance(error, openai.APIStatusError):
                         raise RequestRejected(
