@@ -133,18 +133,39 @@ def build_pools(
     plan: BuildPlan, beam_args: list[str] | None = None, *, progress: ProgressFn | None = None
 ) -> BuildResult:
     """Run the Beam job into staging, finalize it and publish it as OUT when its counts reconcile."""
+    import os
+
     from pipelines.build import run_build
     from pipelines.finalize import finalize
-    from pipelines.publish import discard, publish, staging_folder
+    from pipelines.publish import (
+        STAGING_ENV,
+        discard,
+        publish,
+        reap_stale_staging,
+        signals_raise,
+        staging_folder,
+        stop_job_processes,
+    )
 
+    reap_stale_staging(plan.out)  # what a killed earlier build of OUT left: its staging and workers
     staging = staging_folder(plan.out)
-    try:
-        run_build(plan.resolved, staging, plan.config, list(beam_args or []), progress=progress)
-        manifest = finalize(staging, plan.config, plan.inputs, plan.knowledge, plan.evals)
-        empty = unreached_pools(plan.config, manifest, assigned_kinds(staging))
-    except BaseException:
-        discard(staging)
-        raise
+    with signals_raise(staging):
+        previous_tag = os.environ.get(STAGING_ENV)
+        os.environ[STAGING_ENV] = staging  # inherited by the job's worker processes
+        try:
+            run_build(plan.resolved, staging, plan.config, list(beam_args or []), progress=progress)
+            manifest = finalize(staging, plan.config, plan.inputs, plan.knowledge, plan.evals)
+            empty = unreached_pools(plan.config, manifest, assigned_kinds(staging))
+        except BaseException:
+            stop_job_processes(staging)
+            discard(staging)
+            raise
+        finally:
+            if previous_tag is None:
+                os.environ.pop(STAGING_ENV, None)
+            else:
+                os.environ[STAGING_ENV] = previous_tag
+        stop_job_processes(staging)
     if not manifest["counts"]["reconciles"]:
         discard(staging)
         return BuildResult(plan.out, manifest, published=False, empty_pools=empty)

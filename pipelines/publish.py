@@ -1,7 +1,7 @@
 """Where a build writes and how it becomes visible: staging folder, atomic publish, incremental plans.
 
 A build never writes into `--out` directly. It runs into a sibling staging folder
-(`.OUT.staging-<id>`) and, once the job, the cards and the manifest are complete, the staging
+(`.OUT.staging-<pid>-<id>`) and, once the job, the cards and the manifest are complete, the staging
 folder replaces OUT by rename: readers see the old pools or the new ones, never a mix. On an object
 store (gs://...) the manifest is the commit point instead (see `publish`). An existing
 non-empty OUT is replaced only with `--overwrite` (or extended with `--incremental`).
@@ -16,9 +16,18 @@ incremental build with the reason: run a full build with `--overwrite` then.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import re
+import shutil
+import signal
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipelines import fs
@@ -58,12 +67,103 @@ def check_target(out: str, *, overwrite: bool, incremental: bool) -> None:
 MANIFEST = "manifest.json"
 
 
+STAGING_ENV = "WORLDLINE_POOLS_STAGING"
+"""Set to the staging folder while the Beam job runs: every worker process the job starts inherits
+it, so the workers of a build can be found (and stopped) by the build or, after a kill -9, by the next
+build of the same OUT."""
+
+
 def staging_folder(out: str) -> str:
-    """A fresh sibling of OUT (same file system and bucket, so publishing is a rename)."""
+    """A fresh sibling of OUT (same file system and bucket, so publishing is a rename), named after
+    the building process (`.OUT.staging-<pid>-<id>`) so a later build can tell a dead build's folder."""
     parent, name = fs.split(out)
-    staging = fs.join(parent, f".{name}.staging-{uuid.uuid4().hex[:12]}")
+    staging = fs.join(parent, f".{name}.staging-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     fs.mkdirs(staging)
     return staging
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def job_processes(staging: str) -> list[int]:
+    """Processes (other than this one) started for the build that writes `staging`: the Beam workers,
+    found by the STAGING_ENV they inherited (Linux /proc; none elsewhere)."""
+    tag = f"{STAGING_ENV}={staging}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if tag in environ and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def stop_job_processes(staging: str, grace_s: float = 3.0) -> list[int]:
+    """Stop the build's worker processes: SIGTERM, then SIGKILL for those still there after `grace_s`."""
+    pids = job_processes(staging)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.05)
+        pids = [p for p in pids if _alive(p)]
+        if not pids:
+            break
+    return pids
+
+
+def reap_stale_staging(out: str) -> list[str]:
+    """Remove the staging folders of OUT's builds whose process is gone (killed with kill -9 or by the
+    OOM killer), after stopping the worker processes they left. Folders of running builds stay."""
+    if fs.is_url(out):
+        return []  # other machines may build into the same bucket: their process ids mean nothing here
+    parent, name = os.path.split(os.path.abspath(out))
+    pattern = re.compile(rf"\.{re.escape(name)}\.staging-(\d+)-[0-9a-f]+")
+    removed = []
+    for entry in sorted(Path(parent).glob(f".{name}.staging-*")):
+        match = pattern.fullmatch(entry.name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        stop_job_processes(str(entry))
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(str(entry))
+    return removed
+
+
+@contextlib.contextmanager
+def signals_raise(staging: str) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise SystemExit and SIGINT KeyboardInterrupt in the
+    main thread (Python's default for SIGTERM ends the process without cleanup), so an interrupted
+    build discards its staging. The job's worker processes are stopped first: Beam's multi-process
+    runner, unwinding, waits for its workers to exit, and they would wait for work forever."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_exit(signum: int, frame: Any) -> None:
+        stop_job_processes(staging)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    previous = {sig: signal.signal(sig, raise_exit) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def publish(staging: str, out: str) -> None:

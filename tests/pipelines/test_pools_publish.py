@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -253,3 +254,66 @@ def test_incremental_and_overwrite_on_an_object_store(data: Path) -> None:
     assert sorted(replaced) == sorted(first)
     assert all(replaced[k] == first[k] for k in replaced if k.endswith(".parquet") and "_build" not in k)
     assert not [k for k in everything if ".staging-" in k or "/_build/kept/" in k or "/_build/runs/" in k]
+
+
+def _job_processes(staging: Path) -> list[int]:
+    from pipelines.publish import job_processes
+
+    return job_processes(str(staging))
+
+
+def _start_build(data: Path, out: Path) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    worldline = str(Path(sys.executable).parent / "worldline")
+    cmd = [worldline, "pools", "build", *base_args(data, out), "--overwrite"]
+    cmd += ["--", "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+    log = open(out.parent / f"{out.name}.log", "ab")  # a file, not a pipe nobody reads while it runs
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=log)
+
+
+def _wait_for_workers(proc: Any, out: Path, timeout_s: float = 180.0) -> Path:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, (out.parent / f"{out.name}.log").read_text()[-2000:]
+        staging = [p for p in leftovers(out) if ".staging-" in p]
+        if staging and _job_processes(out.parent / staging[0]):
+            return out.parent / staging[0]
+        time.sleep(0.2)
+    raise AssertionError("the build started no worker processes in time")
+
+
+@pytest.mark.slow
+def test_a_terminated_or_killed_build_leaves_no_staging_and_no_workers(data: Path) -> None:
+    """SIGTERM to a real multi-process build: its staging folder and Beam workers are gone when it
+    exits. kill -9: the next build of the same OUT removes both before it runs."""
+    import signal
+    import time
+
+    out = data / "out-signals"
+    proc = _start_build(data, out)
+    try:
+        staging = _wait_for_workers(proc, out)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+    finally:
+        if proc.poll() is None:  # a hung build must not outlive the test
+            proc.kill()
+    assert not staging.exists() and [p for p in leftovers(out) if ".staging-" in p] == []
+    assert _job_processes(staging) == []
+
+    proc = _start_build(data, out)
+    staging = _wait_for_workers(proc, out)
+    proc.kill()
+    proc.wait(timeout=30)
+    time.sleep(0.5)
+    assert staging.exists()  # a kill -9 runs no cleanup
+    code, output = run(*base_args(data, out), "--overwrite")
+    assert code == 0, output
+    assert not staging.exists() and [p for p in leftovers(out) if ".staging-" in p] == []
+    assert _job_processes(staging) == []
