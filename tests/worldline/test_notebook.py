@@ -70,3 +70,36 @@ def test_browse_notebook_executes_and_shows_the_dataset(kernel_in_this_environme
     assert "Sum the &#x27;amount&#x27; column" in card
     assert card.count('class="wl-turn"') == 7
     assert "9874.15" in outputs[6]
+
+
+def test_browse_notebook_runs_on_a_pool_build_with_several_terminal_trajectories(
+    kernel_in_this_environment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real build output: the eval pool of a `pools build` (several terminal trajectories of
+    different lengths), browsed through WORLDLINE_DATASET; the card shows the longest one."""
+    from typer.testing import CliRunner
+
+    from schemas.shards import iter_trajectories
+    from tests.helpers.pools_data import build_fixture
+    from worldline.cli import app
+
+    build_fixture(tmp_path)
+    config = tmp_path / "pools.yaml"
+    config.write_text("assignment:\n  by_kind: {infra: eval, public: cpt, knowledge: cpt, inhouse: eval}\n")
+    out = tmp_path / "pools"
+    args = ["pools", "build", "--in", str(tmp_path / "shards"), "--out", str(out), "--config", str(config)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    pooled = list(iter_trajectories(out / "eval"))
+    terminal = sorted((t for t in pooled if t.domain.value == "terminal"), key=lambda t: -t.num_turns)
+    assert len(terminal) > 1
+
+    monkeypatch.setenv("WORLDLINE_DATASET", str(out / "eval"))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, kernel_name=kernel_in_this_environment, timeout=180).execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert f"browsing {out / 'eval'}" in "".join(_text(o) for o in code[0].outputs)
+    assert f"shape: ({len(pooled)}, 3)" in "".join(_text(o) for o in code[3].outputs)
+    card = code[5].outputs[0]["data"]["text/html"]
+    assert card.count('class="wl-turn"') == terminal[0].num_turns
