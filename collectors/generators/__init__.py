@@ -25,7 +25,7 @@ from typing import Any
 
 from collectors.environment import Task, TaskError, environment_class
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 GENERATOR_MODULES = {
     "terminal": "collectors.generators.terminal",
     "swe": "collectors.generators.swe",

@@ -337,7 +337,7 @@ def _service(rng: random.Random) -> dict[str, Any]:
         ". ./service.conf\n"
         'echo $$ > "$NAME.pid"\n'
         'trap \'echo "$(date +%s) stopping" >> "$LOG"; rm -f "$NAME.pid"; exit 0\' TERM\n'
-        'while true; do echo "$(date +%s) $NAME heartbeat" >> "$LOG"; sleep "$INTERVAL"; done\n'
+        'while true; do echo "$(date +%s) $NAME heartbeat" >> "$LOG"; sleep "$INTERVAL" & wait $!; done\n'
     )
     return {
         "instruction": f"Start the {name} service in the background, wait until it has logged {beats} heartbeats, then stop it cleanly and show the end of its log.",
@@ -347,7 +347,7 @@ def _service(rng: random.Random) -> dict[str, Any]:
             "cat service.conf",
             "./service.sh &",
             f"sleep {float(interval) * (beats + 1):.1f}; grep -c heartbeat {name}.log",
-            f"kill $(cat {name}.pid); sleep 0.3; tail -n 2 {name}.log; ls",
+            f"kill $(cat {name}.pid); for i in $(seq 50); do [ -e {name}.pid ] || break; sleep 0.1; done; tail -n 2 {name}.log; ls",
         ],
         "goal": {"answer": "stopping", "kind": "service"},
     }
