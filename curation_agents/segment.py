@@ -381,6 +381,11 @@ def screen_rows(text: str, width: int) -> str:
         if len(line) <= width and (line.isascii() or _columns(line) <= width):
             rows.append(line)
             continue
+        if line.isascii():
+            rows += [line[i : i + width].rstrip() for i in range(0, len(line), width)]
+            if index == len(lines) - 1:
+                rows[-1] = line[len(line) - (len(line) - 1) % width - 1 :]
+            continue
         row: list[str] = []
         used = 0
         for ch in line:

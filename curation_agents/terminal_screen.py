@@ -232,8 +232,8 @@ class TerminalScreen:
         if self._tail_row == self.row and self.col == self._tail_end:
             self._tail.append(text)  # appending to the row being written, the common case
             self._tail_end += len(text)
-            self.col = self._tail_end
-            self._wrap_pending = self._at_margin()
+            self.col = col = self._tail_end
+            self._wrap_pending = self.wrap and col % self.width == 0
             return
         if self._tail:
             self._flush()
