@@ -117,10 +117,12 @@ def write_card(
     lineage: list[dict[str, Any]],
 ) -> None:
     filters = {k: v for k, v in stats.items() if k.startswith(("dropped.", "turns_removed.", "quarantined."))}
+    excluded = excluded_benchmarks(stats, cfg)
     card = {
         "pool": pool,
         **summary,
         "filters_removed": filters,
+        "excluded_benchmarks": excluded,
         "config_fingerprint": cfg.fingerprint(),
         "config": cfg.to_json(),
         "tokenizer": tokenizer_record(cfg),
@@ -151,8 +153,24 @@ def write_card(
         ]
     lines += ["", "## Removed before pooling (whole build)", "", "| rule | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(filters.items())]
+    lines += ["", "## Held-out benchmarks (source-level decontamination)", ""]
+    if excluded:
+        lines += [
+            "Trajectories recorded on these benchmarks (by provenance or task text) were dropped:",
+            "",
+            "| benchmark | trajectories excluded |",
+            "|---|---|",
+        ]
+        lines += [f"| {k} | {v} |" for k, v in excluded.items()]
+    else:
+        lines += ["None: no benchmark was excluded (decontamination.exclude_benchmarks is empty)."]
     lines += ["", f"Config fingerprint `{cfg.fingerprint()}`; inputs and their manifests in card.json.", ""]
     fs.write_bytes(fs.join(out, pool, "README.md"), str(hf_card(pool, summary, "\n".join(lines))).encode())
+
+
+def excluded_benchmarks(stats: dict[str, int], cfg: PoolsConfig) -> dict[str, int]:
+    """Trajectories dropped per excluded benchmark (every benchmark on the list, 0 included)."""
+    return {n: stats.get(f"excluded_benchmark.{n}", 0) for n in cfg.decontamination.exclude_benchmarks}
 
 
 TASK_CATEGORIES = {"cpt": ["text-generation"], "sft": ["text-generation"], "rl": ["text-generation"]}
@@ -288,7 +306,7 @@ def finalize(
         "cpt_text": exports_of(out, "cpt"),
         "agentworldbench": export_eval(out, cfg),
     }
-    configs = write_trainer_configs(out, pools, exports, cfg.tokenizer)
+    configs = write_trainer_configs(out, pools, exports, pool_parts(out, "rl"), cfg.tokenizer)
     exports["llama_factory_dataset_info"] = configs["llama_factory"][:1]
     exports["llama_factory_configs"] = configs["llama_factory"][1:]
     exports["verl_config"] = configs["verl_config"]

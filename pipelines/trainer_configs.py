@@ -174,23 +174,31 @@ def verl_config(
     }
 
 
-def _rl_target_tokens(out: str, counter: Any) -> int:
+def _rl_target_tokens(rl_parts: list[str], counter: Any) -> int:
     """Tokens of the longest answer block a rollout must produce to state a row's real observation."""
-    from pipelines.finalize import pool_parts, read_parquet
+    import pyarrow.parquet as pq
+
     from schemas.worldmodel import prediction_block
 
     longest = 0
-    for f in pool_parts(out, "rl"):
-        for gt in read_parquet(f, ["ground_truth"]).column("ground_truth").to_pylist():
+    for f in rl_parts:
+        with fs.open_read(f) as fh:
+            column = pq.read_table(fh, columns=["ground_truth"]).column("ground_truth").to_pylist()
+        for gt in column:
             longest = max(longest, counter.count(prediction_block(gt)))
     return longest
 
 
 def write_trainer_configs(
-    out: str, pools: dict[str, dict[str, Any]], exports: dict[str, list[str]], tokenizer: str | None
+    out: str,
+    pools: dict[str, dict[str, Any]],
+    exports: dict[str, list[str]],
+    rl_parts: list[str],
+    tokenizer: str | None,
 ) -> dict[str, list[str]]:
     """Write dataset_info.json, the LLaMA-Factory SFT / CPT configs and the verl config under
-    OUT/exports; return the written paths (relative to OUT) by export name."""
+    OUT/exports (pool statistics from `pools`, the RL pool's part files `rl_parts`); return the
+    written paths (relative to OUT) by export name."""
     from worldline.tokenizer import get_token_counter
 
     def write_yaml(rel: str, header: str, body: dict[str, Any]) -> str:
@@ -212,7 +220,7 @@ def write_trainer_configs(
     ]
     import worldline.rewards.verl as reward_module
 
-    target = _rl_target_tokens(out, get_token_counter(tokenizer))
+    target = _rl_target_tokens(rl_parts, get_token_counter(tokenizer))
     verl = write_yaml(
         "exports/verl/worldline.yaml",
         VERL_HEADER,

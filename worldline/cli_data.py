@@ -215,8 +215,19 @@ def export_awb(
     """Write AgentWorldBench samples, one JSONL per domain, ready for the AgentWorldBench evaluator."""
     if turns not in ("all", "paper", "source"):
         raise _fail(f"--turns {turns!r}: choose all, paper or source")
+    from pipelines.actions import canonicalise_actions
+
+    def canonical(stream: Iterator[Trajectory]) -> Iterator[Trajectory]:
+        # The actions in the form the pools (and their eval export) give them: terminal keystroke
+        # arrays, SWE JSON tool calls; one form per domain whichever command wrote the samples.
+        for traj in stream:
+            canonicalise_actions(traj)
+            yield traj
+
     try:
-        report = export_agentworldbench(_stream(path), out, turns=cast(TurnSelection, turns), seed=seed)
+        report = export_agentworldbench(
+            canonical(_stream(path)), out, turns=cast(TurnSelection, turns), seed=seed
+        )
     except (ShardError, OSError, ValueError) as exc:
         raise _fail(str(exc)) from None
     table = Table("domain", "trajectories", "samples", "file")

@@ -535,3 +535,38 @@ def test_paper_mode_thins_text_domains_only() -> None:
     assert turns_for_export(traj(Domain.TERMINAL), "paper", 3) == turns_for_export(
         traj(Domain.TERMINAL), "paper", 3
     )
+
+
+def test_cli_export_of_collected_data_uses_the_pools_canonical_actions(tmp_path: Path) -> None:
+    """Collected terminal actions (commands, `run_command` tool calls) and SWE-agent commands leave
+    `worldline export agentworldbench` in the one form the pools and their eval export use."""
+    from typer.testing import CliRunner
+
+    from pipelines.actions import canonical_action
+    from schemas.shards import write_trajectories
+    from schemas.trajectory import Action, ActionKind, Observation, ObservationFormat, Turn
+    from schemas.worldmodel import parse_action_prompt
+    from tests.helpers.pools_data import terminal
+    from worldline.cli import app
+
+    collected = terminal("collected-0", "inhouse-0", SourceKind.INHOUSE, 3, turns=3)
+    collected.turns[0].action = Action(ActionKind.COMMAND, "wc -l people.csv")
+    collected.turns[1] = Turn(
+        Action(ActionKind.TOOL_CALL, json.dumps({"name": "run_command", "arguments": {"command": "ls"}})),
+        Observation("people.csv\n", ObservationFormat.TERMINAL),
+    )
+    expected = [canonical_action(collected, t)[1] for t in collected.turns]
+    write_trajectories(tmp_path / "shards", [collected])
+    result = CliRunner().invoke(
+        app, ["export", "agentworldbench", str(tmp_path / "shards"), "--out", str(tmp_path / "awb")]
+    )
+    assert result.exit_code == 0, result.output
+    samples = [json.loads(x) for x in (tmp_path / "awb" / "terminal_test.jsonl").read_text().splitlines()]
+    assert len(samples) == 3
+    for sample in samples:
+        parsed = parse_action_prompt(sample["current_prompt"])
+        assert parsed is not None
+        assert parsed.action == expected[sample["turn_idx"] - 1]
+        keys = json.loads(parsed.action)  # AgentWorldBench's terminal form: a keystroke array
+        assert isinstance(keys, list) and all("keystrokes" in k for k in keys)
+    assert json.loads(expected[0])[0]["keystrokes"] == "wc -l people.csv\n"
