@@ -127,10 +127,11 @@ def test_seed_templates_are_twelve_distinct_styles() -> None:
 
 
 @pytest.mark.parametrize("num_perm", [16, 64, 128, 256])
-def test_lsh_bands_choose_what_datasketch_chooses(num_perm: int) -> None:
+def test_datasketch_bands_choose_what_datasketch_chooses(num_perm: int) -> None:
     from datasketch.lsh import _optimal_param
 
-    from pipelines.minhash import lsh_bands
+    from pipelines.minhash import datasketch_bands
 
     for threshold in [i / 20 for i in range(1, 20)]:
-        assert lsh_bands(threshold, num_perm) == _optimal_param(threshold, num_perm, 0.5, 0.5), threshold
+        expected = _optimal_param(threshold, num_perm, 0.5, 0.5)
+        assert datasketch_bands(threshold, num_perm) == expected, threshold
