@@ -37,6 +37,19 @@ def build(
         help="Records without a source group: one group per task (default), source or record.",
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT (atomically)."),
+    exclude_benchmark: list[str] = typer.Option(
+        [],
+        "--exclude-benchmark",
+        help="Also drop every trajectory recorded on this benchmark (provenance or task text; any "
+        "spelling); repeatable. Added to decontamination.exclude_benchmarks, which holds the "
+        "evaluator's nine source benchmarks by default.",
+    ),
+    no_default_exclusions: bool = typer.Option(
+        False,
+        "--no-default-exclusions",
+        help="Exclude only the benchmarks --exclude-benchmark names (default: also the evaluator's nine "
+        "source benchmarks, or the config's decontamination.exclude_benchmarks).",
+    ),
     incremental: bool = typer.Option(
         False,
         "--incremental",
@@ -68,6 +81,15 @@ def build(
             cfg.validate()
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--group-by" if group_by else "--config") from exc
+    if exclude_benchmark or no_default_exclusions:
+        from pipelines.benchmarks_exclusion import UnknownBenchmark, canonical_list
+
+        try:
+            extra = canonical_list(exclude_benchmark)
+        except UnknownBenchmark as exc:
+            raise typer.BadParameter(str(exc), param_hint="--exclude-benchmark") from exc
+        base = [] if no_default_exclusions else cfg.decontamination.exclude_benchmarks
+        cfg.decontamination.exclude_benchmarks = canonical_list([*base, *extra])
     try:
         plan = plan_build(
             cfg, inputs, out, knowledge=knowledge, evals=evals, overwrite=overwrite, incremental=incremental

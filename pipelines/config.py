@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from pipelines.benchmarks_exclusion import DEFAULT_EXCLUDED, UnknownBenchmark, canonical_list
 from schemas.gui_failure import POOL_FAILURE_MARKERS
 from schemas.turn_facts import ENDED, FACTS
 
@@ -96,6 +97,10 @@ class DecontaminationConfig:
     # training turn (task, document). Catches evaluation text pasted into longer training text.
     ngram_words: int = 13
     containment: float = 0.5
+    # Source-level decontamination (pipelines.benchmarks_exclusion): trajectories whose provenance
+    # or task text names one of these benchmarks are dropped. Default: the evaluator's nine source
+    # benchmarks; [] keeps them. Any spelling is accepted and stored canonical.
+    exclude_benchmarks: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDED))
 
 
 @dataclass(slots=True)
@@ -313,6 +318,14 @@ class PoolsConfig:
             )
         if dc.ngram_words < 1:
             raise ConfigError("decontamination.ngram_words: give a positive number of words (13 by default)")
+        if not isinstance(dc.exclude_benchmarks, list):
+            raise ConfigError(
+                "decontamination.exclude_benchmarks: give a list of benchmark names ([] for none)"
+            )
+        try:
+            dc.exclude_benchmarks = canonical_list(str(n) for n in dc.exclude_benchmarks)
+        except UnknownBenchmark as exc:
+            raise ConfigError(f"decontamination.exclude_benchmarks: {exc}") from exc
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipelines import fs
+from pipelines.benchmarks_exclusion import ExclusionMatcher
 from pipelines.config import ALL_POOLS, EVAL_POOL, POOLS, PoolsConfig
 from pipelines.filters import apply_filters, validate_record
 from pipelines.inputs import (
@@ -399,6 +400,7 @@ class ContentChecker:
         self.cfg = cfg
         eval_turns, eval_grams = eval_inputs
         self.matcher = EvalTurnMatcher(cfg, eval_turns, None, eval_grams)
+        self.held_out = ExclusionMatcher(cfg.decontamination.exclude_benchmarks)
         self.pool_index = ContainmentIndex(cfg.decontamination.containment)
         for key, grams in pool_grams:
             self.pool_index.add(key, grams)
@@ -427,6 +429,15 @@ class ContentChecker:
         near = self.matcher.match_trajectory(traj) if pool != EVAL_POOL else ""
         grams = training_grams(traj, cfg) if len(self.pool_index) and pool != EVAL_POOL else []
         facts = self.facts(traj.id, pool, trajectory_text(traj, cfg), grams, near)
+        benchmark = self.held_out.match(traj)  # every pool, eval included: excluded at the source
+        if benchmark is not None:
+            facts.entries.append(
+                (
+                    "held_out_benchmark",
+                    "pooled trajectories from a benchmark the manifest excludes",
+                    f"{traj.id}: {benchmark[0]} ({benchmark[1]})",
+                )
+            )
         if truth and (truth[0] > len(traj.turns) or traj.turns[truth[0] - 1].observation.text != truth[1]):
             facts.entries.append(
                 ("lineage", "RL ground truths that are not the trajectory's observation", traj.id)

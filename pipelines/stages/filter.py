@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines import filters as flt
+from pipelines.benchmarks_exclusion import ExclusionMatcher
 from pipelines.config import PoolsConfig
 from pipelines.stages.contract import Stage
 from pipelines.stages.spill import removed_row
@@ -22,8 +23,19 @@ STAGE = Stage(
     name="filter",
     reads=("trajectory rows",),
     writes=("kept Trajectory", "removed rows (validation, filter)"),
-    counters=("turns_in", "quarantined.*", "dropped.*", "turns_removed.*", "turns_masked.*"),
+    counters=(
+        "turns_in",
+        "quarantined.*",
+        "dropped.*",
+        "turns_removed.*",
+        "turns_masked.*",
+        "excluded_benchmark.*",
+    ),
 )
+
+
+HELD_OUT = "held_out_benchmark"
+"""Reason code of a trajectory recorded on an excluded benchmark (pipelines.benchmarks_exclusion)."""
 
 
 @dataclass(slots=True)
@@ -39,6 +51,7 @@ def filter_rows(table: pa.Table, input_file: str, cfg: PoolsConfig) -> FilteredS
     """Validate and filter every row of `table` (read from `input_file`)."""
     result = FilteredSplit()
     stats = result.stats
+    held_out = ExclusionMatcher(cfg.decontamination.exclude_benchmarks)
     for record in table.to_pylist():
         traj, code, detail = flt.validate_record(record)
         if traj is None:
@@ -47,6 +60,14 @@ def filter_rows(table: pa.Table, input_file: str, cfg: PoolsConfig) -> FilteredS
             stats[f"quarantined.{code}"] += 1
             continue
         stats["turns_in"] += len(traj.turns)
+        benchmark = held_out.match(traj)
+        if benchmark is not None:  # source-level decontamination: the whole trajectory goes
+            name, where = benchmark
+            detail = f"from held-out benchmark {name} ({where}); see decontamination.exclude_benchmarks"
+            result.removed.append(removed_row(traj.id, input_file, "decontamination", HELD_OUT, detail))
+            stats[f"dropped.{HELD_OUT}"] += 1
+            stats[f"excluded_benchmark.{name}"] += 1
+            continue
         outcome = flt.apply_filters(traj, cfg.filters)
         for reason, n in outcome.removed_turns.items():
             stats[f"turns_removed.{reason}"] += n
