@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from collectors.environment import Task
 from collectors.generators import vocab
-from collectors.policies import Decision, Policy, PolicyError
+from collectors.policy_base import Decision, Policy, PolicyError
 from schemas import Action, ActionKind, ActionSpace, Observation, ToolSpec
 
 ENV_VAR = "WORLDLINE_EXPLORE"
