@@ -74,8 +74,14 @@ DEFAULT_EXCLUDED = tuple(b.name for b in BENCHMARKS)
 
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
-ORIGIN_KEYS = ("benchmark", "dataset", "source", "task", "suite", "origin", "collection", "split", "env")
-"""Metadata keys (matched as substrings of the lowercased key) whose values say where a record is from."""
+ORIGIN_KEYS = ("benchmark", "dataset", "source", "suite", "origin", "collection", "split", "harness")
+"""Metadata keys naming where a record is from: any key containing one of these (case and separators
+ignored), `env` / `environment`, and task keys naming an identifier (task_id, taskName, task_source,
+task_set, task_prefix; not task_description, whose value is prose)."""
+
+_TASK_ID_ENDS = ("id", "name", "source", "set", "prefix", "suite")
+MAX_IDENTIFIER = 200
+"""Longer provenance values are prose (a description, a log line): matched as task text is."""
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _WORD = re.compile(r"[^\s()\[\]{}<>\"'`,;!?]+")
@@ -163,7 +169,8 @@ class ExclusionMatcher:
         if not self.names:
             return None
         for where, value in provenance_fields(traj):
-            hit = self.match_identifier(value)
+            long = len(value) > MAX_IDENTIFIER
+            hit = self.match_text(value) if long else self.match_identifier(value)
             if hit:
                 return hit, f"{where} {value[:120]!r}"
         hit = self.match_text(traj.task or "")
@@ -172,12 +179,20 @@ class ExclusionMatcher:
         return None
 
 
+def is_origin_key(key: str) -> bool:
+    """Whether a metadata key names where the record is from (ORIGIN_KEYS)."""
+    k = compact(key)
+    if any(word in k for word in ORIGIN_KEYS) or k in ("env", "environment"):
+        return True
+    return k.startswith("task") and k.endswith(_TASK_ID_ENDS)
+
+
 def _origin_values(meta: Any, prefix: str, depth: int = 0) -> Iterator[tuple[str, str]]:
     if not isinstance(meta, dict) or depth > 2:
         return
     for key, value in meta.items():
         where = f"{prefix}.{key}"
-        origin = any(k in str(key).lower() for k in ORIGIN_KEYS)
+        origin = is_origin_key(str(key))
         if isinstance(value, dict):
             yield from _origin_values(value, where, depth + 1)
         elif origin and isinstance(value, str):

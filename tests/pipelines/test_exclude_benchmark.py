@@ -60,6 +60,14 @@ UNRELATED = [
     traj("u3", 13, task="Open the Android world clock and set an alarm", metadata={"dataset": "my os tasks"}),
     traj("u4", 14, name="visualwebarena-mirror", task="terminal bench press log: sum the weights"),
     traj("u5", 15, uri="https://example.org/terminal/benchmarks/cpu.json", task="report CPU benchmark speed"),
+    traj(
+        "u6",
+        16,
+        metadata={
+            "task_description": "Open the Android World clock and compare OS World time zones",
+            "source_system_prompt": "You are an agent on a terminal bench; the os is Linux. " * 6,
+        },
+    ),
 ]
 
 
