@@ -172,3 +172,32 @@ def build_fixture(root: Path) -> dict[str, object]:
         "knowledge": know,
         "n_records": len(T) + 1,
     }
+
+
+# Every kind to CPT except in-house, which is split over SFT, RL and eval: each pool gets samples.
+SPLIT_CONFIG = {
+    "assignment": {
+        "by_kind": {
+            "infra": "cpt",
+            "public": "cpt",
+            "knowledge": "cpt",
+            "inhouse": {"sft": 1, "rl": 1, "eval": 1},
+        }
+    }
+}
+
+
+def build_fixture_pools(
+    root: Path, config: dict[str, object] | None = None
+) -> tuple[Path, dict[str, object]]:
+    """Build and finalize pools from `build_fixture(root)` into root/out; return OUT and its manifest."""
+    from pipelines.build import resolve_inputs, run_build
+    from pipelines.config import PoolsConfig
+    from pipelines.finalize import finalize
+
+    fx = build_fixture(root)
+    cfg = PoolsConfig.from_dict(config or SPLIT_CONFIG)
+    ins = [str(p) for p in fx["inputs"]]  # type: ignore[attr-defined]
+    know, ev = [str(fx["knowledge"])], [str(fx["eval"])]
+    run_build(resolve_inputs(ins, know, ev, cfg), str(root / "out"), cfg, [])
+    return root / "out", finalize(root / "out", cfg, ins, know, ev)

@@ -15,37 +15,20 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.build import resolve_inputs, run_build
 from pipelines.config import PoolsConfig
-from pipelines.finalize import finalize, pool_summary
+from pipelines.finalize import pool_summary
 from pipelines.verify import verify_pools
 from pipelines.verify_checks import spread_violation
 from schemas.shards import sha256_file, write_trajectories
-from tests.helpers.pools_data import build_fixture
+from tests.helpers.pools_data import build_fixture_pools
 from worldline.cli import app
-
-CONFIG = {
-    "assignment": {
-        "by_kind": {
-            "infra": "cpt",
-            "public": "cpt",
-            "knowledge": "cpt",
-            "inhouse": {"sft": 1, "rl": 1, "eval": 1},
-        }
-    }
-}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
     root = tmp_path_factory.mktemp("verify")
-    fx = build_fixture(root)
-    cfg = PoolsConfig.from_dict(CONFIG)
-    ins = [str(p) for p in fx["inputs"]]  # type: ignore[attr-defined]
-    know, ev = [str(fx["knowledge"])], [str(fx["eval"])]
-    run_build(resolve_inputs(ins, know, ev, cfg), str(root / "out"), cfg, [])
-    manifest = finalize(root / "out", cfg, ins, know, ev)
-    return root, root / "out", manifest
+    out, manifest = build_fixture_pools(root)
+    return root, out, manifest
 
 
 def copy(built: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> Path:

@@ -12,18 +12,8 @@ from typer.testing import CliRunner
 from prompt_autoresearch.cli import app
 from prompt_autoresearch.report import render_report
 from tests.helpers.autoresearch_world import FakeWorld, env_for, write_data
+from tests.helpers.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.fakellm import FakeLLMServer
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")

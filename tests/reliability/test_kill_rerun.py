@@ -201,28 +201,18 @@ def collect_reference(
             )
             assert code == 0, log
             out = root / "ref"
-            code, seconds, log = run(
-                worldline(
-                    "collect",
-                    "--env",
-                    domain,
-                    "--tasks",
-                    str(tasks),
-                    "--policy",
-                    "explore",
-                    "--out",
-                    str(out),
-                    "-j",
-                    "2",
-                    "--no-progress",
-                ),
-                engine_env,
-            )
+            code, seconds, log = run(collect_command(domain, tasks, out), engine_env)
             assert code == 0, log
             made[domain] = (tasks, out, seconds)
         return made[domain]
 
     return get
+
+
+def collect_command(domain: str, tasks: Path, out: Path) -> list[str]:
+    """The collection every case runs: generated tasks, the exploration policy, two sandboxes."""
+    args = ["--env", domain, "--tasks", str(tasks), "--policy", "explore", "--out", str(out)]
+    return worldline("collect", *args, "-j", "2", "--no-progress")
 
 
 def summary(path: Path) -> dict[str, tuple[str, int]]:
@@ -244,20 +234,7 @@ def test_collect_survives(
 
     tasks, reference, seconds = collect_reference(domain)
     out = tmp_path / "out"
-    base = worldline(
-        "collect",
-        "--env",
-        domain,
-        "--tasks",
-        str(tasks),
-        "--policy",
-        "explore",
-        "--out",
-        str(out),
-        "-j",
-        "2",
-        "--no-progress",
-    )
+    base = collect_command(domain, tasks, out)
     expected = summary(reference)
     client = engine.connect()
 

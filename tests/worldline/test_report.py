@@ -10,44 +10,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.build import resolve_inputs, run_build
-from pipelines.config import PoolsConfig
-from pipelines.finalize import finalize
-from tests.helpers.pools_data import build_fixture
+from tests.helpers.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.helpers.pools_data import build_fixture_pools
 from worldline.cli import app
 from worldline.report import FIGURES, load_build, render_report
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-]
 ARTEFACTS = Path(__file__).resolve().parents[1] / "artefacts"
-CONFIG = {
-    "assignment": {
-        "by_kind": {
-            "infra": "cpt",
-            "public": "cpt",
-            "knowledge": "cpt",
-            "inhouse": {"sft": 1, "rl": 1, "eval": 1},
-        }
-    }
-}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("report")
-    fx = build_fixture(root)
-    cfg = PoolsConfig.from_dict(CONFIG)
-    ins = [str(p) for p in fx["inputs"]]  # type: ignore[attr-defined]
-    know, ev = [str(fx["knowledge"])], [str(fx["eval"])]
-    run_build(resolve_inputs(ins, know, ev, cfg), str(root / "out"), cfg, [])
-    finalize(root / "out", cfg, ins, know, ev)
-    return root / "out"
+    out, _ = build_fixture_pools(tmp_path_factory.mktemp("report"))
+    return out
 
 
 def test_page_is_self_contained_and_figures_follow_the_build(built: Path) -> None:
