@@ -24,6 +24,7 @@ from pipelines.build import resolve_inputs, run_build
 from pipelines.config import ConfigError, PoolsConfig
 from pipelines.finalize import finalize
 from pipelines.job import verify_built_pools
+from pipelines.verify import verify_pools
 from schemas.shards import write_trajectories
 from schemas.trajectory import SourceKind, Trajectory
 from tests.helpers.pools_data import terminal
@@ -123,6 +124,9 @@ def test_verify_fails_when_the_pool_holds_an_excluded_benchmark(tmp_path: Path) 
     found = [v for v in verify_built_pools(str(out), recount_tokens=False) if v.check == "held_out_benchmark"]
     assert len(found) == 1
     assert sorted(r.split(":")[0] for r in found[0].rows) == sorted(t.id for t, _ in FROM_BENCHMARKS)
+    cfg = PoolsConfig.from_dict(manifest["config"])
+    as_beam_job = verify_pools(str(out), cfg, recount_tokens=False, beam_args=[])
+    assert [v for v in as_beam_job if v.check == "held_out_benchmark"] == found
 
 
 def test_one_benchmark_only(tmp_path: Path) -> None:
