@@ -91,6 +91,9 @@ class DomainSpec:
     or `<package>:<file>` for a text shipped in another package."""
     observation_format: ObservationFormat = ObservationFormat.TEXT
     """How an imported observation of this domain is read unless its text says otherwise."""
+    first_prompt_state: bool = False
+    """The first action prompt shows the screen the action was taken on (`**Current State:**`), as
+    AgentWorldBench's web samples do; later turns' states are the observations in the history."""
     action_language: str = "text"
     """The fence info string of a non-JSON action in an AgentWorldBench prompt."""
     action_description: str | None = None
@@ -164,7 +167,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
     DomainSpec(
         Domain.WEB.value, "Web", "a browser page as its accessibility tree after BrowserGym actions",
         ActionKind.GUI, "collectors.web", gui=True, observation_format=ObservationFormat.AXTREE,
-        classifier_hint="browser actions on an accessibility tree",
+        first_prompt_state=True, classifier_hint="browser actions on an accessibility tree",
         signals=DomainSignals(action_kind=ActionKind.GUI, any_tool=_BROWSER_TOOLS, tool_prefixes=_BROWSER_TOOL_PREFIXES),
     ),
     DomainSpec(

@@ -134,10 +134,25 @@ def _turn_from_texts(position: int, prompt: str, response: str, domain: Domain) 
     )
 
 
-def _prompt_for(turn: Turn, position: int, domain: Domain) -> str:
-    """The action prompt of a turn: its verbatim source text while that still agrees with the turn."""
+SCREEN_SECTION = "## Screen\n"
+
+
+def start_screen(initial_state: str | None) -> str | None:
+    """The screen a GUI trajectory started on: the `## Screen` section its collector wrote last in the
+    initial state (None when there is none)."""
+    if not initial_state or SCREEN_SECTION not in initial_state:
+        return None
+    screen = initial_state.rsplit(SCREEN_SECTION, 1)[1].strip("\n")
+    return screen or None
+
+
+def _prompt_for(turn: Turn, position: int, domain: Domain, first_state: str | None = None) -> str:
+    """The action prompt of a turn: its verbatim source text while that still agrees with the turn.
+    `first_state` is the screen the first action was taken on, for domains whose first prompt shows it."""
     state = turn.metadata.get("current_state")
     state = state if isinstance(state, str) else None
+    if state is None and position == 1 and first_state is not None and domain_spec(domain).first_prompt_state:
+        state = first_state
     raw = (turn.metadata.get(META_KEY) or {}).get("prompt")
     if isinstance(raw, str):
         parsed = parse_action_prompt(raw)
@@ -325,7 +340,8 @@ def trajectory_to_samples(
     total = total if isinstance(total, int) and total >= n else n
     lengths = awb.get("list_lengths") if as_imported else None
     lengths = lengths if isinstance(lengths, dict) else {}
-    prompts = [_prompt_for(t, i + 1, traj.domain) for i, t in enumerate(traj.turns)]
+    first_state = start_screen(traj.initial_state)
+    prompts = [_prompt_for(t, i + 1, traj.domain, first_state) for i, t in enumerate(traj.turns)]
     responses = [_response_for(t) for t in traj.turns]
     sample_id = awb.get("id", traj.id)
     task = awb.get("task", traj.domain.value)

@@ -50,6 +50,9 @@ POOLS_CODES = [
     "eval_pool_overlap",
     "sft_over_cap",
     "rl_prompt_over_cap",
+    # added with the harness facts (schemas/turn_facts.py): a trajectory or its turns dropped for one
+    "harness_fact",
+    "harness_fact_turns",
 ]
 
 

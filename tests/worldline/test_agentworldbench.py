@@ -570,3 +570,60 @@ def test_cli_export_of_collected_data_uses_the_pools_canonical_actions(tmp_path:
         keys = json.loads(parsed.action)  # AgentWorldBench's terminal form: a keystroke array
         assert isinstance(keys, list) and all("keystrokes" in k for k in keys)
     assert json.loads(expected[0])[0]["keystrokes"] == "wc -l people.csv\n"
+
+
+def test_a_collected_web_trajectory_exports_its_start_screen_as_the_first_current_state(
+    tmp_path: Path,
+) -> None:
+    """AgentWorldBench web samples show the page the first action was taken on (`**Current State:**`)
+    and BrowserGym calls; later turns' states are the observations in the history."""
+    from schemas.agentworldbench.convert import trajectory_to_samples
+    from schemas.trajectory import (
+        ActionKind,
+        Domain,
+        Observation,
+        ObservationFormat,
+        Source,
+        SourceKind,
+        Turn,
+    )
+
+    screen = 'URL: http://127.0.0.1:8000/notes/\nTitle: Notes\n- textbox "New note" [ref=e8]'
+    traj = Trajectory(
+        id="web-1",
+        domain=Domain.WEB,
+        source=Source(kind=SourceKind.INFRA, name="worldline-collect/web"),
+        task="Add a note.",
+        initial_state=f"## Browser\nChromium 156\n\n## Start page\nURL: x\nTitle: Notes\nTabs: 1\n\n## Screen\n{screen}",
+        turns=[
+            Turn(
+                Action(ActionKind.GUI, "fill('e8', 'water the plants')"),
+                Observation("after fill", ObservationFormat.AXTREE),
+            ),
+            Turn(Action(ActionKind.GUI, "click('e9')"), Observation("after click", ObservationFormat.AXTREE)),
+        ],
+    )
+    sample = trajectory_to_samples(traj, [2])[0]
+    first, second = sample.prompt[0], sample.prompt[1]
+    assert (
+        first
+        == f"### Turn 1\n**Current State:**\n{screen}\n\n**Action:**\n```text\nfill('e8', 'water the plants')\n```"
+    )
+    assert "**Current State:**" not in second and "click('e9')" in second
+    # The same layout the bundled web sample has, and it parses back.
+    bundled = [
+        json.loads(line)
+        for line in (Path(sample_files()[0]).parent / "web_test.jsonl").read_text().splitlines()
+    ]
+    assert bundled[0]["prompt"][0].startswith("### Turn 1\n**Current State:**\n")
+    assert parse_action_prompt(first) is not None and parse_action_prompt(first).current_state == screen  # type: ignore[union-attr]
+    # A terminal trajectory's first prompt has no state block.
+    term = Trajectory(
+        id="t-1",
+        domain=Domain.TERMINAL,
+        source=Source(kind=SourceKind.INFRA, name="c"),
+        task="x",
+        initial_state="## Screen\nnot a gui",
+        turns=traj.turns,
+    )
+    assert "**Current State:**" not in trajectory_to_samples(term, [1])[0].current_prompt
