@@ -174,7 +174,7 @@ def _token_lengths(build: PoolsBuild) -> Any:
             # A cap far beyond the longest sample would squash the histogram: say it instead of drawing it.
             if cap <= 2 * longest:
                 fig.add_vline(x=cap, line_dash="dash", line_color="red", row=1, col=i)
-            fig.layout.annotations[i - 1].text += f" (cap {cap}, {over} over, longest {longest})"
+            fig.update_xaxes(title_text=f"cap {cap}: {over} over, longest {longest}", row=1, col=i)
     fig.update_layout(title="Token lengths per pool against the caps", showlegend=False, bargap=0.05)
     return fig
 
@@ -263,6 +263,17 @@ def _decontamination(build: PoolsBuild) -> Any:
                 hits[key] += value
     evals = build.manifest.get("evaluation_sets", [])
     fig = go.Figure(go.Bar(x=list(hits.values()), y=list(hits.keys()), orientation="h"))
+    if not hits:
+        fig.add_annotation(
+            text="no trajectory overlapped the evaluation sets",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+        )
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
     fig.update_layout(
         title=f"Decontamination hits against {len(evals)} evaluation set(s): {sum(hits.values())} in all"
     )
