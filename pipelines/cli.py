@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -105,7 +107,22 @@ def build(
         f"trajectories, {len(resolved.knowledge_files)} corpus file(s), "
         f"{len(resolved.eval_turns)} evaluation turn(s)"
     )
-    result = build_pools(plan, beam_args, progress=_print_progress)
+    _quiet_disk_full_logs()
+    try:
+        result = build_pools(plan, beam_args, progress=_print_progress)
+    except Exception as exc:
+        from schemas.atomic import free_space, is_disk_full
+
+        if not is_disk_full(exc):
+            raise
+        # Beam carries the worker's error as text through several layers: one line says it all.
+        console.print(
+            f"[red]error:[/red] disk full while building {plan.out}: no space left on device "
+            f"({free_space(plan.out)} free there); nothing was published and the staging folder is removed; "
+            "free space and run the same command again",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
     _print_summary(result.manifest)
     if not result.published:
         console.print("[red]counts do not reconcile: nothing published; see the stats above[/red]")
@@ -119,6 +136,25 @@ def build(
         f"pools and dataset cards: {plan.out}/{{cpt,sft,rl,eval}}/ (README.md, card.json); "
         f"manifest: {fs.join(plan.out, 'manifest.json')}"
     )
+
+
+class _DiskFullRecord(logging.Filter):
+    """Beam logs a worker's error with its traceback before it re-raises it; a full disk is reported
+    once, in one line, by the command itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from schemas.atomic import is_disk_full
+
+        if not record.name.startswith("apache_beam"):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        return not ((exc is not None and is_disk_full(exc)) or is_disk_full(Exception(record.getMessage())))
+
+
+def _quiet_disk_full_logs() -> None:
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _DiskFullRecord) for f in handler.filters):
+            handler.addFilter(_DiskFullRecord())
 
 
 def beam_options(ctx: typer.Context, command: str) -> list[str]:

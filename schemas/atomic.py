@@ -12,8 +12,10 @@ The object-store variant (gs://, s3://: one upload per object, no rename) is `pi
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -125,3 +127,38 @@ def replace_dir(staging: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     fsync_dir(out.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL_TEXT = re.compile(rf"\[Errno (?:{'|'.join(str(e) for e in sorted(DISK_FULL_ERRNOS))})\]")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, is a full disk or quota. Runners that carry
+    a worker's error across a process boundary (Beam) keep only its text, so that is read too."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in DISK_FULL_ERRNOS:
+            return True
+        if _DISK_FULL_TEXT.search(str(current)):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def free_space(path: str | os.PathLike[str]) -> str:
+    """Free space on the file system that holds `path` (or its nearest existing parent), readable."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = float(shutil.disk_usage(folder).free)
+    except OSError:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if free < 1024 or unit == "GiB":
+            return f"{free:.0f} {unit}" if unit == "B" else f"{free:.1f} {unit}"
+        free /= 1024
+    return f"{free:.1f} TiB"

@@ -4,7 +4,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["tests.helpers.fakellm"]
+pytest_plugins = ["tests.helpers.fakellm", "tests.helpers.disks"]
 
 # CI replays the same generated examples on every run (a red build is then reproducible); local runs
 # explore new ones. Select another profile with HYPOTHESIS_PROFILE=dev|ci.

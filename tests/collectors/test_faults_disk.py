@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -26,34 +26,8 @@ from schemas import (
     stable_id,
 )
 from schemas.shards import ShardError
+from tests.helpers.disks import resize
 from worldline.cli import app
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
-    """mount(size_kib) -> a fresh tmpfs of that size; unmounted after the test."""
-    mounts: list[Path] = []
-
-    def mount(size_kib: int) -> Path:
-        folder = tmp_path / f"disk{len(mounts)}"
-        folder.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-        mounts.append(folder)
-        return folder
-
-    yield mount
-    for folder in mounts:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
-def resize(folder: Path, size_kib: int) -> None:
-    subprocess.run(["mount", "-o", f"remount,size={size_kib}k", str(folder)], check=True)
 
 
 def noisy_trajectory(i: int) -> Trajectory:
