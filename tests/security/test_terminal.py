@@ -202,7 +202,8 @@ def test_a_forged_marker_before_read_neither_ends_the_step_nor_swallows_the_next
     assert "second-42" not in turns[0].observation.text
     # A forged exit code is not the one recorded: bash's own $? is.
     assert turns[2].exit_code == 3 and not turn_facts.has(turns[2].metadata, turn_facts.TIMED_OUT)
-    assert turn_facts.has(turns[3].metadata, turn_facts.TIMED_OUT)  # read -e runs readline, but not at the prompt
+    # read -e runs readline, but not at the prompt
+    assert turn_facts.has(turns[3].metadata, turn_facts.TIMED_OUT)
     assert "fifth-42\n" in turns[4].observation.text
     assert all(t.metadata.get("boundary") == "confirmed" for t in turns)
     host_canary.assert_untouched(everything(trajectory))
