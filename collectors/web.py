@@ -87,6 +87,9 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 800}
 
+# The text of Playwright's TargetClosedError: the page, its context or the whole browser is gone.
+BROWSER_CLOSED = "Target page, context or browser has been closed"
+
 
 @dataclass(frozen=True)
 class BrowserLimits:
@@ -587,6 +590,9 @@ class WebEnvironment(GuiEnvironment):
         )
         text = self._observe()
         failure = self._page_failure() or self._resource_failure()
+        if not failure and (BROWSER_CLOSED in self.last_error or BROWSER_CLOSED in text):
+            # Playwright's TargetClosedError: Chromium died or closed; no later action can be observed.
+            failure = f"the browser closed or crashed during the step ({BROWSER_CLOSED.lower()})"
         return StepResult(
             action=action,
             observation=Observation(

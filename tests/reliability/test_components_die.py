@@ -64,7 +64,8 @@ def kill_in_container(pattern: str) -> Callable[[DockerClient, list[str]], str]:
         cid = first_sandbox(client, created)
         wait_for(lambda: in_container(client, cid, pattern))
         time.sleep(3)  # let the reset finish and the long step start
-        client.containers.get(cid).exec_run(["pkill", "-9", "-f", pattern], user="root")
+        killed = client.containers.get(cid).exec_run(["pkill", "-9", "-f", pattern], user="root")
+        assert killed.exit_code == 0, f"pkill -f {pattern} found nothing to kill: {killed.output!r}"
         return f"pkill -9 -f {pattern} in {cid[:12]}"
 
     return kill
@@ -133,7 +134,11 @@ CASES: dict[str, tuple[str, list[dict[str, Any]], Callable[[DockerClient, list[s
                 "id": "dies",
                 "instruction": "Wait on the shop.",
                 "web": {"start_url": "{sites}/shop/"},
-                "actions": [{"action": "noop", "wait_ms": 500}, {"action": "noop", "wait_ms": 20000}],
+                "actions": [
+                    {"action": "noop", "wait_ms": 500},
+                    {"action": "noop", "wait_ms": 20000},
+                    {"action": "noop", "wait_ms": 200},  # the page is read again after the kill
+                ],
             },
             {
                 "id": "lives",
@@ -191,7 +196,7 @@ def test_a_component_dies_mid_trajectory(
     assert killed, "nothing was killed"
     by_task = {t.metadata["task_id"]: t for t in iter_trajectories(out)}
     dies, lives = by_task["dies"], by_task["lives"]
-    assert dies.status == TrajectoryStatus.ENV_FAILURE, (killed, dies.status, dies.status_reason)
+    assert dies.status == TrajectoryStatus.ENV_FAILURE, (killed, dies.status, [t.observation.text[:300] for t in dies.turns])
     assert dies.status_reason, "an env_failure says why"
     assert lives.status == TrajectoryStatus.COMPLETE, (lives.status, lives.status_reason)
     assert still_present(client, created) == []
