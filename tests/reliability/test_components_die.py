@@ -196,7 +196,11 @@ def test_a_component_dies_mid_trajectory(
     assert killed, "nothing was killed"
     by_task = {t.metadata["task_id"]: t for t in iter_trajectories(out)}
     dies, lives = by_task["dies"], by_task["lives"]
-    assert dies.status == TrajectoryStatus.ENV_FAILURE, (killed, dies.status, [t.observation.text[:300] for t in dies.turns])
+    assert dies.status == TrajectoryStatus.ENV_FAILURE, (
+        killed,
+        dies.status,
+        [t.observation.text[:300] for t in dies.turns],
+    )
     assert dies.status_reason, "an env_failure says why"
     assert lives.status == TrajectoryStatus.COMPLETE, (lives.status, lives.status_reason)
     assert still_present(client, created) == []
