@@ -317,7 +317,7 @@ class PersistentShell:
         self.last_state: PromptState | None = None  # the last look from the host that was not idle
 
     # -- lifecycle ----------------------------------------------------------------------------------
-    def start(self, timeout_s: float = 30.0) -> str:
+    def start(self, timeout_s: float = 60.0) -> str:
         """Start bash and return the first prompt as the terminal shows it."""
         api = self.sandbox.client.api
         try:
