@@ -22,6 +22,7 @@ import json
 import os
 import random
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, TypeVar
@@ -109,8 +110,9 @@ def _weighted(rng: random.Random, options: dict[str, float]) -> str:
     return rng.choices(names, weights=[options[k] for k in names], k=1)[0]
 
 
-class Explorer:
-    """One domain's exploration state: what observations showed, and how to act on it."""
+class Explorer(ABC):
+    """One domain's exploration state: what observations showed, and how to act on it. Each domain's
+    subclass draws its next action in `act`."""
 
     def __init__(self, rng: random.Random, mix: Mix, task: Task, space: ActionSpace) -> None:
         self.rng = rng
@@ -129,8 +131,9 @@ class Explorer:
         for word in _WORD.findall(observation.text[:20000])[:300]:
             self.words.add(word.lower())
 
+    @abstractmethod
     def act(self) -> tuple[Action, str]:
-        raise NotImplementedError
+        """The next action and the behaviour it was drawn from (recorded per turn)."""
 
 
 # -- terminal and swe: a command grammar over what the shell showed ------------------------------------
