@@ -16,19 +16,10 @@ from pipelines.config import PoolsConfig
 from pipelines.finalize import finalize
 from schemas.shards import write_trajectories
 from schemas.trajectory import SourceKind
-from tests.helpers.pools_data import build_fixture, prose, terminal
+from tests.helpers.pools_data import SPLIT_CONFIG, build_fixture, prose, terminal
 
-CONFIG = {
-    "trajectories_per_shard": 4,
-    "assignment": {
-        "by_kind": {
-            "infra": "cpt",
-            "public": "cpt",
-            "knowledge": "cpt",
-            "inhouse": {"sft": 1, "rl": 1, "eval": 1},
-        }
-    },
-}
+# The shared split, with small shards so the pools have several parts.
+CONFIG = {**SPLIT_CONFIG, "trajectories_per_shard": 4}
 
 
 _BUILT: dict[str, tuple[Path, dict[str, Any], Path]] = {}

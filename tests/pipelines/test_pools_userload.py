@@ -14,19 +14,10 @@ from typer.testing import CliRunner
 from pipelines.build import resolve_inputs, run_build
 from pipelines.config import PoolsConfig
 from pipelines.finalize import finalize
-from tests.helpers.pools_data import build_fixture
+from tests.helpers.pools_data import SPLIT_CONFIG, build_fixture
 
-CONFIG = {
-    "trajectories_per_shard": 4,
-    "assignment": {
-        "by_kind": {
-            "infra": "cpt",
-            "public": "cpt",
-            "knowledge": "cpt",
-            "inhouse": {"sft": 1, "rl": 1, "eval": 1},
-        }
-    },
-}
+# The shared split, with small shards so the pools have several parts.
+CONFIG = {**SPLIT_CONFIG, "trajectories_per_shard": 4}
 
 
 @pytest.fixture(scope="module")
