@@ -22,6 +22,7 @@ from curation_agents.formats import (
     chat,
     mcp_log,
     openhands,
+    osworld,
     swe_agent,
     webarena,
 )
@@ -72,6 +73,8 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
         return parse_typescript(payload["path"], limits)
     if fmt == Format.MCP_JSONRPC:
         return mcp_log.parse(mcp_log.read_messages(payload["path"], limits.max_record_bytes))
+    if fmt == Format.OSWORLD:
+        return osworld.parse_file(payload["path"], limits.max_record_bytes)
     if fmt == Format.UIAUTOMATOR_DUMP:
         raise StageFailure(
             ReasonCode.NOT_A_TRAJECTORY,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curation_agents.formats import Format, atif, chat, mcp_log, openhands, swe_agent, webarena
+from curation_agents.formats import Format, atif, chat, mcp_log, openhands, osworld, swe_agent, webarena
 from curation_agents.formats import agentworldbench as awb
 from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, decode_json, open_binary
 from curation_agents.formats.terminal import is_input_log, looks_like_timing
@@ -124,6 +124,8 @@ def sniff(path: Path) -> tuple[Format, str]:
                 return (Format.ASCIICAST_V2 if obj["version"] == 2 else Format.ASCIICAST_V3), "whole"
             if mcp_log.unwrap(obj) is not None:
                 return Format.MCP_JSONRPC, "whole"
+            if osworld.looks_like_step(obj):
+                return Format.OSWORLD, "whole"
             return classify(obj), "jsonl"
         if len(first) == len(text) and len(head) == SNIFF_BYTES:
             # One line longer than the sniff window: JSONL (or a one-line document, read the same way).

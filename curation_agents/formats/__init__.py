@@ -26,6 +26,7 @@ class Format(StrEnum):
     AGENTWORLDBENCH = "agentworldbench"
     WEBARENA = "webarena"
     UIAUTOMATOR_DUMP = "uiautomator-dump"
+    OSWORLD = "osworld-traj"
     UNKNOWN = "unknown"
 
 
