@@ -25,6 +25,7 @@ from curation_agents.formats import (
     osworld,
     swe_agent,
     webarena,
+    widesearch,
 )
 from curation_agents.formats.common import CORRUPT_INPUT_ERRORS
 from curation_agents.formats.terminal import parse_asciicast, parse_typescript
@@ -91,6 +92,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
         Format.ATIF: atif.parse,
         Format.AGENTWORLDBENCH: agentworldbench.parse,
         Format.WEBARENA: webarena.parse,
+        Format.WIDESEARCH: widesearch.parse,
     }
     parser = parsers.get(fmt)
     if parser is None:

@@ -16,7 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curation_agents.formats import Format, atif, chat, mcp_log, openhands, osworld, swe_agent, webarena
+from curation_agents.formats import (
+    Format,
+    atif,
+    chat,
+    mcp_log,
+    openhands,
+    osworld,
+    swe_agent,
+    webarena,
+    widesearch,
+)
 from curation_agents.formats import agentworldbench as awb
 from curation_agents.formats.common import CORRUPT_INPUT_ERRORS, decode_json, open_binary
 from curation_agents.formats.terminal import is_input_log, looks_like_timing
@@ -149,6 +159,8 @@ def classify(obj: Any) -> Format:
     """The format of one decoded record."""
     if awb.looks_like(obj):
         return Format.AGENTWORLDBENCH
+    if widesearch.looks_like(obj):
+        return Format.WIDESEARCH
     if swe_agent.looks_like(obj):
         return Format.SWE_AGENT
     if chat.looks_like_mini_swe_agent(obj):

@@ -27,6 +27,7 @@ class Format(StrEnum):
     WEBARENA = "webarena"
     UIAUTOMATOR_DUMP = "uiautomator-dump"
     OSWORLD = "osworld-traj"
+    WIDESEARCH = "widesearch-response"
     UNKNOWN = "unknown"
 
 

@@ -28,12 +28,12 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Trajectory], Path]:
     out = tmp_path_factory.mktemp("osworld") / "out"
-    summary = CleanRun([str(ROOT)], out, CleanConfig()).run()
+    summary = CleanRun([str(ROOT / "results")], out, CleanConfig()).run()
     return summary, {str(t.source.uri): t for t in iter_trajectories(out)}, out
 
 
 def _uri(path: Path) -> str:
-    return f"osworld/{path.relative_to(ROOT).as_posix()}#file"
+    return f"{path.relative_to(ROOT).as_posix()}#file"
 
 
 def test_every_file_is_detected_as_osworld() -> None:
