@@ -40,6 +40,53 @@ def generate_command(
     )
 
 
+@tasks_app.command("import")
+def import_command(
+    suite: str = typer.Argument(..., help="terminal-bench | swe-bench | osworld | mcp."),
+    path: str = typer.Argument(
+        ..., help="The suite's files (task folder(s), instance file, task JSON) or, for mcp, a server."
+    ),
+    out: Path = typer.Option(..., "--out", dir_okay=False, help="Task file to write (JSONL)."),
+    repo: Path | None = typer.Option(
+        None, "--repo", help="swe-bench: a local git repository or a tarball of the tree."
+    ),
+    build_image: bool = typer.Option(
+        True, "--build-image/--no-build-image", help="terminal-bench: build worldline/tbench if missing."
+    ),
+) -> None:
+    """Import a public task suite: every task valid for `worldline collect`, with its suite and task id
+    in metadata; prints how many were imported and why the others were skipped."""
+    from collectors.generators import write_tasks
+    from collectors.task_import import SuiteError, import_suite
+
+    try:
+        result = import_suite(suite, path, repo_source=repo)
+    except SuiteError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    write_tasks(out, [task for _, task in result.tasks])
+    domains = Counter(domain for domain, _ in result.tasks)
+    listing = ", ".join(f"{k}={v}" for k, v in sorted(domains.items())) or "none"
+    console.print(
+        f"imported {len(result.tasks)} {suite} tasks to {out} ({listing}); skipped {len(result.skipped)}"
+    )
+    for reason, count in result.reasons().most_common():
+        console.print(f"  skipped {count}: {reason}")
+    offline = [t for _, t in result.tasks if t["metadata"].get("dockerfile_not_applied")]
+    if offline:
+        console.print(
+            f"  {len(offline)} task(s) have Dockerfile steps not applied (metadata.dockerfile_not_applied)"
+        )
+    if suite == "terminal-bench" and result.tasks and build_image:
+        from collectors import engine
+        from collectors.task_import.terminal_bench import ensure_image
+
+        try:
+            console.print(f"image: {ensure_image(engine.connect(timeout_s=30))}")
+        except engine.EngineUnavailable as exc:
+            console.print(f"[yellow]image not built:[/] {exc}")
+
+
 def coverage_command(
     dataset: list[Path] = typer.Argument(
         ..., exists=True, help="Dataset folder(s) of collected trajectories."
