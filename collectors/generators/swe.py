@@ -9,7 +9,10 @@ from typing import Any
 
 from collectors.generators import programs, vocab
 
-TEST_CMD = "python3 -m unittest -q 2>&1 | tail -n 15"
+# `-B`: no bytecode cache. An edit that keeps a file's size within the second of the previous test run
+# (a one-character fix such as `-` to `+`) would otherwise leave a stale .pyc that Python still trusts.
+TEST_CMD = "python3 -B -m unittest -q 2>&1 | tail -n 15"
+CHECK_CMD = "python3 -B -m unittest -q 2>&1 | tail -n 1"
 
 
 def _package(rng: random.Random) -> tuple[str, str, dict[str, str]]:
@@ -47,7 +50,7 @@ def _bug_fix(rng: random.Random) -> dict[str, Any]:
                     "new_string": program["fixed_function"],
                 },
             },
-            {"name": "Bash", "arguments": {"command": "python3 -m unittest -q 2>&1 | tail -n 1"}},
+            {"name": "Bash", "arguments": {"command": CHECK_CMD}},
             {"name": "Bash", "arguments": {"command": "git diff --stat"}},
         ],
         "goal": {"answer": program["buggy"], "kind": "planted-bug", "functions": program["functions"]},
@@ -70,7 +73,7 @@ def _missing_function(rng: random.Random) -> dict[str, Any]:
             {"name": "Bash", "arguments": {"command": TEST_CMD}},
             {"name": "Read", "arguments": {"path": f"tests/test_{module}.py"}},
             {"name": "Bash", "arguments": {"command": f"cat >> {path} <<'PY'\n\n\n{missing.source}PY"}},
-            {"name": "Bash", "arguments": {"command": "python3 -m unittest -q 2>&1 | tail -n 1"}},
+            {"name": "Bash", "arguments": {"command": CHECK_CMD}},
         ],
         "goal": {"answer": missing.name, "kind": "missing-function"},
     }
@@ -98,7 +101,7 @@ def _changed_constant(rng: random.Random) -> dict[str, Any]:
                 "name": "Edit",
                 "arguments": {"path": path, "old_string": f"{name} = {old}", "new_string": f"{name} = {new}"},
             },
-            {"name": "Bash", "arguments": {"command": "python3 -m unittest -q 2>&1 | tail -n 1"}},
+            {"name": "Bash", "arguments": {"command": CHECK_CMD}},
         ],
         "goal": {"answer": f"{name} = {new}", "kind": "changed-constant"},
     }

@@ -362,10 +362,10 @@ def _buggy_program(rng: random.Random) -> dict[str, Any]:
         "instruction": f"`python3 -m unittest test_{module}` fails. Find the bug in {module}.py and fix it.",
         "files": {f"{module}.py": program["source"], f"test_{module}.py": program["tests"]},
         "actions": [
-            f"python3 -m unittest test_{module} 2>&1 | tail -n 15",
+            f"python3 -B -m unittest test_{module} 2>&1 | tail -n 15",  # -B: see generators.swe.TEST_CMD
             f"grep -n 'def ' {module}.py",
             f"python3 -c {shell_quote(fix_code)}",
-            f"python3 -m unittest test_{module} 2>&1 | tail -n 3",
+            f"python3 -B -m unittest test_{module} 2>&1 | tail -n 3",
         ],
         "goal": {"answer": program["buggy"], "kind": "planted-bug", "functions": program["functions"]},
     }
