@@ -44,6 +44,26 @@ def test_terminal_bench_folder_becomes_a_valid_terminal_task() -> None:
     assert task["metadata"]["difficulty"] == "easy"
 
 
+def test_harbor_folder_applies_what_works_offline_and_names_the_rest() -> None:
+    [(domain, task)] = import_suite("terminal-bench", SUITES / "harbor").tasks
+    assert domain == "terminal" and task["instruction"].startswith("Write a Python script at /app/hello.py")
+    _provenance(task, "terminal-bench", "hello-world")
+    meta = task["metadata"]
+    assert meta["suite_layout"] == "task.toml" and meta["dockerfile"] == "environment/Dockerfile"
+    assert task["deadline_s"] == 120.0 and meta["difficulty"] == "easy"
+    assert meta["dockerfile_applied"] == ["WORKDIR /app"]
+    whys = {
+        d["step"].split()[0] + " " + d["step"].split()[1]: d["why"] for d in meta["dockerfile_not_applied"]
+    }
+    assert set(whys) == {
+        "FROM python:3.12-slim",
+        "RUN apt-get",
+        "RUN curl",
+        'ENV PATH="/root/.local/bin:$PATH"',
+    }
+    assert "network" in whys["RUN apt-get"] and "network" in whys["RUN curl"]
+
+
 def test_dockerfile_steps_applied_offline_or_named_with_why(tmp_path: Path) -> None:
     (tmp_path / "data.csv").write_text("a,b\n1,2\n")
     text = (
