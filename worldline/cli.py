@@ -30,6 +30,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "worldline.cli_schedule": ("schedule",),
     "worldline.cli_demo": ("demo",),
     "worldline.cli_tasks": ("tasks", "coverage"),
+    "worldline.cli_replay": ("replay",),
 }
 
 
