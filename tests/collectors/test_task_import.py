@@ -195,3 +195,21 @@ def test_terminal_bench_task_collected_end_to_end(tmp_path: Path) -> None:
     assert trajectory.metadata["task.suite_task_id"] == "hello-world"
     assert [t.exit_code for t in trajectory.turns] == [0, 0]
     assert "Hello, world!" in trajectory.turns[-1].observation.text
+
+
+@pytest.mark.slow
+def test_sandboxed_mcp_server_tasks_collected_end_to_end(tmp_path: Path) -> None:
+    os.environ.setdefault("DOCKER_HOST", "unix:///tmp/worldline-podman.sock")
+    result = import_suite("mcp", "filesystem")
+    tasks = [t for _, t in result.tasks]
+    out = tmp_path / "tasks.jsonl"
+    write_tasks(out, tasks)
+    summary = collect(
+        CollectConfig(env="mcp", tasks_path=out, policy="scripted", out=tmp_path / "data", concurrency=2)
+    )
+    assert summary.written == len(tasks)
+    trajectories = list(iter_trajectories(tmp_path / "data"))
+    assert {t.status for t in trajectories} == {TrajectoryStatus.COMPLETE}
+    called = sorted(turn.action.tool_name or "" for t in trajectories for turn in t.turns)
+    assert called == sorted(tasks[0]["metadata"]["mcp_server_tools"])
+    assert {t.metadata["task.suite"] for t in trajectories} == {"mcp"}
