@@ -18,6 +18,7 @@ from curation_agents.denoise import normalise_record, redact_record
 from curation_agents.formats import (
     Format,
     agentworldbench,
+    androidworld,
     atif,
     chat,
     mcp_log,
@@ -93,6 +94,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
         Format.AGENTWORLDBENCH: agentworldbench.parse,
         Format.WEBARENA: webarena.parse,
         Format.WIDESEARCH: widesearch.parse,
+        Format.ANDROIDWORLD: androidworld.parse,
     }
     parser = parsers.get(fmt)
     if parser is None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from curation_agents.formats import (
     Format,
+    androidworld,
     atif,
     chat,
     mcp_log,
@@ -113,9 +114,11 @@ def root_labels(paths: list[str], sep: str = "/") -> dict[str, str]:
 
 
 def sniff(path: Path) -> tuple[Format, str]:
-    """(format, container) of a file from its first bytes; container is whole | jsonl | array | document."""
+    """(format, container) of a file from its first bytes; container is whole | jsonl | array | document | episodes."""
     with open_binary(str(path)) as fh:
         head: bytes = fh.read(SNIFF_BYTES)
+    if androidworld.looks_like(head):
+        return Format.ANDROIDWORLD, "episodes"
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     if text.startswith(b"Script started on"):
         return Format.TYPESCRIPT, "whole"
@@ -208,6 +211,10 @@ def _iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
     fmt, container = sniff(path)
     if fmt == Format.SCRIPT_TIMING or (fmt == Format.TYPESCRIPT and is_input_log(str(path))):
         return  # a companion file (timing, or keystrokes logged apart): its typescript reads it
+    if container == "episodes":
+        for locator, payload in androidworld.iter_payloads(str(path), limits.max_record_bytes):
+            yield RawRecord(locator, fmt, payload)
+        return
     if container == "whole":
         yield RawRecord("file", fmt, {"path": str(path)}, None if fmt != Format.UNKNOWN else _unknown(path))
         return

@@ -28,6 +28,7 @@ class Format(StrEnum):
     UIAUTOMATOR_DUMP = "uiautomator-dump"
     OSWORLD = "osworld-traj"
     WIDESEARCH = "widesearch-response"
+    ANDROIDWORLD = "androidworld-episodes"
     UNKNOWN = "unknown"
 
 
