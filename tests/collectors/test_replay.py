@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from collectors.collection import CollectConfig, collect
-from collectors.replay import ReplayConfig, ReplaySummary, replay, replay_report
+from collectors.replay import ReplayConfig, ReplaySummary, replay, replay_report, replay_trajectory
+from schemas import Domain
 from schemas.shards import iter_trajectories
 from schemas.span_labels import SpanLabel, read_span_labels
 
@@ -120,3 +122,31 @@ def test_the_table_manifest_and_figures_are_written(replayed: tuple[Path, Replay
     assert len(list(iter_trajectories(root / "collected"))) == 3  # the trajectories are not rewritten
     (line,) = replay_report(summary)
     assert line.startswith("terminal: 3/3 replayed") and "exit code differs" in line
+
+
+def test_the_command_prints_the_figures_per_domain(replayed: tuple[Path, ReplaySummary]) -> None:
+    from typer.testing import CliRunner
+
+    from worldline.cli import app_for
+
+    root, _ = replayed
+    out = root / "cli"
+    args = ["replay", str(root / "collected"), "--out", str(out), "--times", "1", "--no-progress"]
+    result = CliRunner().invoke(app_for(["replay"]), args, prog_name="worldline")
+    assert result.exit_code == 0, result.output
+    assert "terminal: 3/3 replayed" in result.output
+    assert (out / "span_labels.parquet").is_file()
+
+
+def test_web_and_a_lost_tasks_file_are_reported_not_replayable(
+    replayed: tuple[Path, ReplaySummary], tmp_path: Path
+) -> None:
+    root, summary = replayed
+    original = _result(summary, "deterministic").trajectory
+    config = ReplayConfig(source=root / "collected", out=tmp_path, times=1)
+    web = replay_trajectory(replace(original, domain=Domain.WEB), config, tmp_path)
+    assert web.not_replayable is not None and "not reproducible" in web.not_replayable
+    lost = replace(original, metadata={**original.metadata, "tasks_file": str(tmp_path / "gone.jsonl")})
+    result = replay_trajectory(lost, config, tmp_path)
+    assert result.not_replayable is not None and "--tasks" in result.not_replayable
+    assert result.replays == [] and result.labels == []
