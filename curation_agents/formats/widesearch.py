@@ -40,6 +40,8 @@ def _result_text(result: dict[str, Any]) -> tuple[str, bool]:
     content = result.get("content")
     if isinstance(content, str):
         return content, False
+    if isinstance(content, dict | list):  # forks that keep the search API's JSON answer
+        return json.dumps(content, ensure_ascii=False), False
     for key in ("error_marker", "system_error_marker"):
         message = as_dict(result.get(key)).get("message")
         if isinstance(message, str):
