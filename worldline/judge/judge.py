@@ -11,10 +11,11 @@ sample finished before it keeps its result.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from schemas.span_labels import TurnLabels
 from schemas.worldmodel import SCORING_DIMENSIONS
 from worldline.judge.parsing import (
     JudgeAnswer,
@@ -25,6 +26,7 @@ from worldline.judge.parsing import (
 )
 from worldline.judge.prompts import has_judge_prompt, judge_messages, pairwise_messages
 from worldline.judge.samples import JudgeSample
+from worldline.judge.tiers import content_tiers, sample_labels
 from worldline.llm import (
     BudgetExceeded,
     ChatRequest,
@@ -160,11 +162,20 @@ class JudgeBatch:
 
 
 class Judge:
-    """Judges samples with one LLMClient (shared: its cache, budget and concurrency bound apply)."""
+    """Judges samples with one LLMClient (shared: its cache, budget and concurrency bound apply).
 
-    def __init__(self, client: LLMClient, config: JudgeConfig | None = None) -> None:
+    `span_labels` (replay span labels by (trajectory id, turn)): a sample whose meta names a labelled
+    turn gets `meta["content_tiers"]`, the rule check of its deterministic content (judge/tiers.py)."""
+
+    def __init__(
+        self,
+        client: LLMClient,
+        config: JudgeConfig | None = None,
+        span_labels: Mapping[tuple[str, int], TurnLabels] | None = None,
+    ) -> None:
         self.client = client
         self.config = config or JudgeConfig()
+        self.span_labels = span_labels
 
     def _request(self, messages: list[dict[str, str]], attempt: int) -> ChatRequest:
         return ChatRequest(
@@ -193,6 +204,10 @@ class Judge:
         if prediction.observation is None:
             base.failure = f"no_prediction:{prediction.reason}"
             return base
+        labels = sample_labels(sample.meta, self.span_labels)
+        if labels is not None:
+            tiers = content_tiers(prediction.observation, sample.ground_truth, labels)
+            base.meta["content_tiers"] = tiers.to_json()
         if not has_judge_prompt(sample.domain):
             base.failure = f"unknown_domain:{sample.domain}"
             return base

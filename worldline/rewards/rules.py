@@ -8,6 +8,9 @@ trajectory. Kinds, one per content tier the paper says can be checked by rule:
 - `masked_match`: deterministic text with runtime metadata inside (timestamps, PIDs, addresses):
   the text must match exactly outside the metadata, and each metadata span must have its format.
 - `range`: every number captured by `pattern` lies in [min, max] (PIDs, ports, years, hours).
+- `span_match`: the turn has replay span labels (`worldline replay`): the text must equal the real
+  one on every deterministic span, and each runtime or variable span must have the real value's
+  format (a PID also its range). Used instead of the pattern tiers whenever labels exist.
 - `json_schema`: the prediction is JSON and validates against the schema of the real tool result
   (keys, types, the `isError` flag).
 
@@ -26,6 +29,8 @@ from typing import Any
 import jsonschema
 
 from schemas.domains import domain_spec, is_registered
+from schemas.span_labels import TurnLabels
+from worldline.rewards.spans import check_segments, has_checkable_content, span_segments
 
 # Actions whose observation is deterministic content (the paper's first tier). `is_deterministic_action`
 # also decides `verifier = exact_match` for the RL rows pipelines/render.py writes.
@@ -138,8 +143,13 @@ def derive_rules(
     *,
     tool_name: str | None = None,
     is_error: bool | None = None,
+    labels: TurnLabels | None = None,
 ) -> list[dict[str, Any]]:
-    """The rule checks one turn supports (empty when its observation is not checkable by rule)."""
+    """The rule checks one turn supports (empty when its observation is not checkable by rule).
+
+    With LABELS (the turn's replay span labels, covering OBSERVATION_TEXT, not diverged) the replay
+    decides what is deterministic: one `span_match` check replaces the action list and the metadata
+    patterns, which stay the fallback for turns without labels."""
     rules: list[dict[str, Any]] = []
     truth = normalise_text(observation_text)
     if rule_verifier_applies(domain):
@@ -151,7 +161,17 @@ def derive_rules(
             rules.append(
                 {"kind": "json_schema", "schema": infer_schema(parsed), "reason": "tool result schema"}
             )
-    if is_error or not is_deterministic_action(domain, action_text, tool_name):
+    if is_error:
+        return rules
+    segments = span_segments(observation_text, labels) if labels and not labels.diverged else []
+    if rule_verifier_applies(domain) and has_checkable_content(segments):
+        if all("exact" in s for s in segments):
+            rules.append({"kind": "exact_match", "expected": truth, "reason": "replayed identically"})
+        else:
+            reason = "replay labels: deterministic spans exact, runtime and variable spans by format"
+            rules.append({"kind": "span_match", "segments": segments, "reason": reason})
+        return rules
+    if not is_deterministic_action(domain, action_text, tool_name):
         return rules
     if _METADATA.search(truth) is None and _PID.search(truth) is None:
         rules.append({"kind": "exact_match", "expected": truth, "reason": "deterministic content"})
@@ -218,6 +238,9 @@ def _check(prediction: str, rule: Mapping[str, Any]) -> CheckOutcome:
         except re.error as error:
             return CheckOutcome(kind, False, f"invalid pattern ({error})")
         return CheckOutcome(kind, ok, "matches" if ok else "deterministic text or metadata format differs")
+    if kind == "span_match":
+        span = check_segments(prediction, list(rule.get("segments") or []))
+        return CheckOutcome(kind, span.passed, span.reason)
     if kind == "range":
         try:
             values = [float(v) for v in re.findall(str(rule.get("pattern", "")), text, re.IGNORECASE)]
