@@ -60,6 +60,24 @@ def _strip_prompt(line: str, prompt: str | None) -> str:
     return line[m.end() :] if m else line
 
 
+def _echo_row(rows: list[str], start: int, action: str) -> tuple[int, str] | None:
+    """Where a line typed into a running program shows in its output: the first row from `start` that
+    is the line (the tty's echo on an empty row) or ends with it (typed at a prompt the program printed
+    itself, `Name? `), with the text before it on that row. Output the recorder had not read yet when
+    the key was sent can stand before the echo, so the row can be later than where the input was typed.
+    An empty line is only found where it was typed: an empty row is too common to look further."""
+    wanted = action.strip()
+    if not wanted:
+        return (start, "") if start < len(rows) and not rows[start].strip() else None
+    for j in range(start, len(rows)):
+        row = rows[j].rstrip()
+        if row.strip() == wanted:
+            return j, ""
+        if row.endswith(wanted):
+            return j, row[: len(row) - len(wanted)]
+    return None
+
+
 class _Session:
     """Walks a transcript, building turns.
 
@@ -163,32 +181,40 @@ class _Session:
         own, cut where its echo stands in the output, in the order they were typed."""
         assert self.open is not None
         owner = self.open
-        inputs = []
+        # (row of its echo, text the program printed on that row before it, time typed, eof, turn)
+        inputs: list[tuple[int, str, float, bool, RawTurn]] = []
+        after = 0  # the rows before this belong to earlier inputs
         for turn in self.ahead:
             into = self.typed_into.get(id(turn))
             if into is None or into[0] is not owner:
                 continue
             _, at, t_typed, eof = into
-            if eof or (at < len(self.open_lines) and self.open_lines[at].strip() == turn["action"].strip()):
-                inputs.append((at, t_typed, eof, turn))
+            if eof:
+                inputs.append((max(at, after), "", t_typed, eof, turn))
+                after = max(at, after)
+                continue
+            found = _echo_row(self.open_lines, max(at, after), turn["action"])
+            if found is not None:
+                inputs.append((found[0], found[1], t_typed, eof, turn))
+                after = found[0] + 1
         if not inputs:
             self.close(t, trailing_prompt)
             return
         lines = self.open_lines
-        for turn in [i[3] for i in inputs]:
+        for turn in [i[4] for i in inputs]:
             self.ahead.remove(turn)
             self.typed_into.pop(id(turn), None)
-        # The program's turn ends at the row its first input was typed on (empty: nothing was printed
-        # on it), as the terminal showed it when the input was sent.
+        # The program's turn ends at the row its first input was typed on, as the terminal showed it
+        # when the input was sent: empty, or the program's own prompt (`? ` of `input("? ")`).
         self.open_lines = lines[: inputs[0][0]]
-        self.close(inputs[0][1], trailing_prompt="")
-        for k, (at, t_typed, eof, turn) in enumerate(inputs):
+        self.close(inputs[0][2], trailing_prompt=inputs[0][1])
+        for k, (at, _, t_typed, eof, turn) in enumerate(inputs):
             end = inputs[k + 1][0] if k + 1 < len(inputs) else len(lines)
             self.open, self.open_t = turn, t_typed
             self.open_echo = [] if eof else [lines[at]]
             self.open_lines = lines[at if eof else at + 1 : max(end, at if eof else at + 1)]
             last = k + 1 == len(inputs)
-            self.close(t if last else inputs[k + 1][1], trailing_prompt if last else "")
+            self.close(t if last else inputs[k + 1][2], trailing_prompt if last else inputs[k + 1][1])
 
     def flush_ahead(self, t: float) -> None:
         """Commands typed ahead whose echo never came: they ran, but their output cannot be told apart."""

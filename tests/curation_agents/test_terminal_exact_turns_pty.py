@@ -140,6 +140,42 @@ def test_input_read_by_programs_keeps_the_typed_lines_in_order(
     assert turns[2 + len(lines)]["observation"] == PROMPT + "cat f.txt\n" + "\n".join(lines) + "\n" + PROMPT
 
 
+def _prompt_read_late(cast: Path, answer: str, prompt: str, out: Path) -> Path | None:
+    """The recording as a loaded machine writes it when a program's prompt (`Name: `, `? `) was on the
+    PTY before the answer was typed but the recorder read it only after: the answer's input event
+    logged before the prompt. None when the program printed its prompt only after the answer came."""
+    lines = cast.read_text().splitlines()
+    events = [json.loads(line) for line in lines[1:]]
+    at = next(i for i, e in enumerate(events) if e[1] == "i" and e[2] == answer)
+    before = events[at - 1]
+    if before[1] != "o" or not before[2].endswith(prompt):
+        return None
+    head = before[2][: -len(prompt)]
+    events[at - 1 : at + 1] = [*([["0", "o", head]] if head else []), events[at], ["0", "o", prompt]]
+    for n, event in enumerate(events):
+        event[0] = round(n * 0.01, 6)
+    out.write_text("\n".join([lines[0], *map(json.dumps, events)]) + "\n")
+    return out
+
+
+@pytest.mark.skipif(shutil.which("python3") is None, reason="needs python3")
+def test_an_answer_logged_before_the_programs_prompt_keeps_its_turn(tmp_path: Path) -> None:
+    program = "python3 -c 'print(input(\"? \").upper())'"
+    keys = ["read -p 'Name: ' n\r", "ann\r", 'echo "[$n]"\r', program + "\r", "abc\r"]
+    actions = ["read -p 'Name: ' n", "ann", 'echo "[$n]"', program, "abc"]
+    cast = record(BASH, keys, tmp_path / "answers.cast")
+    check(cast, actions)
+    late = _prompt_read_late(cast, "ann\r", "Name: ", tmp_path / "name-late.cast")
+    assert late is not None  # bash's `read -p` writes its prompt with the command's echo
+    turns = check(late, actions)
+    assert turns[0]["observation"] == PROMPT + "read -p 'Name: ' n\nName: "
+    assert turns[1]["observation"] == "Name: ann\n" + PROMPT
+    late = _prompt_read_late(cast, "abc\r", "? ", tmp_path / "python-late.cast")
+    if late is not None:  # python printed `? ` before the answer was typed (not so on a loaded machine)
+        turns = check(late, actions)
+        assert turns[-1]["observation"] == "? abc\nABC\n" + PROMPT
+
+
 def margin_commands(width: int) -> list[str]:
     """`echo x...` commands whose prompt line ends 2 before to 2 past the right margin, on the first
     and the second screen row."""
