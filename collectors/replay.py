@@ -23,6 +23,7 @@ import shutil
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ class ReplayConfig:
     out: Path
     times: int = 2
     tasks_path: Path | None = None  # overrides the tasks file recorded in each trajectory's metadata
+    concurrency: int = 1  # trajectories replayed at once, each in sandboxes of its own
     episode_deadline_s: float = 600.0
 
 
@@ -200,8 +202,16 @@ def replay_once(
     client = engine.shared_client() if _needs_engine(trajectory.domain.value, task) else None
     task = replace(task, max_turns=len(trajectory.turns))
     policy = RecordedActionsPolicy(t.action for t in trajectory.turns)
+    rollout = trajectory.metadata.get("rollout", 0)  # rollouts of one task keep distinct replay ids
     replayed = run_episode(
-        config, client, task, policy, attempt=run, stop=threading.Event(), run_label="replay"
+        config,
+        client,
+        task,
+        policy,
+        attempt=run,
+        stop=threading.Event(),
+        run_label="replay",
+        rollout=rollout if isinstance(rollout, int) else 0,
     )
     metadata = {
         **replayed.metadata,
@@ -332,15 +342,18 @@ def replay(
     rows: list[TurnLabels] = []
     runs: dict[int, list[Trajectory]] = {run: [] for run in range(1, config.times + 1)}
     try:
-        for trajectory in trajectories:
-            result = replay_trajectory(trajectory, config, staging)
-            results.append(result)
-            rows.extend(result.labels)
-            for run, replayed in enumerate(result.replays, start=1):
-                runs[run].append(replayed)
-            _add_figures(by_domain.setdefault(trajectory.domain.value, DomainFigures()), result)
-            if on_progress is not None:
-                on_progress(result)
+        with ThreadPoolExecutor(max_workers=max(1, config.concurrency)) as pool:
+            futures = [pool.submit(replay_trajectory, t, config, staging) for t in trajectories]
+            for future in futures:  # in input order, so the table's rows follow the dataset's
+                result = future.result()
+                trajectory = result.trajectory
+                results.append(result)
+                rows.extend(result.labels)
+                for run, replayed in enumerate(result.replays, start=1):
+                    runs[run].append(replayed)
+                _add_figures(by_domain.setdefault(trajectory.domain.value, DomainFigures()), result)
+                if on_progress is not None:
+                    on_progress(result)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     labels_path = out / SPAN_LABELS_NAME

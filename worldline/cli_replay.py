@@ -18,6 +18,9 @@ def replay(
     tasks: Annotated[
         Path | None, typer.Option("--tasks", help="The tasks file (default: the one each trajectory names).")
     ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Trajectories replayed at once.")
+    ] = 1,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> None:
     """Replay each trajectory's recorded actions TIMES times from its initial state in fresh sandboxes
@@ -39,7 +42,7 @@ def replay(
     try:
         with bar:
             summary = run_replay(
-                ReplayConfig(source=source, out=out, times=times, tasks_path=tasks),
+                ReplayConfig(source=source, out=out, times=times, tasks_path=tasks, concurrency=concurrency),
                 on_start=lambda total: state.setdefault("id", bar.add_task("", total=total)),
                 on_progress=lambda _result: bar.advance(state["id"]),
             )

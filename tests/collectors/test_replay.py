@@ -57,7 +57,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ReplaySumm
     tasks = root / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(t) + "\n" for t in TASKS), "utf-8")
     collect(CollectConfig(env="terminal", tasks_path=tasks, policy="scripted", out=root / "collected"))
-    summary = replay(ReplayConfig(source=root / "collected", out=root / "replay", times=2))
+    summary = replay(ReplayConfig(source=root / "collected", out=root / "replay", times=2, concurrency=2))
     return root, summary
 
 
