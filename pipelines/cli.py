@@ -209,6 +209,10 @@ def verify(
     except ManifestMissing as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
+    from pipelines.verify import deterministic_share_lines
+
+    for line in deterministic_share_lines(out):
+        console.print(line)
     if not violations:
         console.print(
             "[green]verified[/green]: pools are disjoint (ids, source groups, exact and near "

@@ -159,6 +159,9 @@ class LossMaskConfig:
     keep: which tokens of a partially kept turn stay in the loss: "tail" (default: echoed or
     repeated material comes first in terminal echoes and re-rendered pages, what is new comes last)
     or "head".
+    runtime_span_weight: the loss weight of the characters replay span labels mark `runtime` (a PID,
+    a time, an address, a temp path, a random id) inside a kept observation, in 0..1: their value is
+    the environment's choice, only their format is learnable. Applies only where labels exist.
     """
 
     shares: dict[str, float] = field(
@@ -178,6 +181,7 @@ class LossMaskConfig:
     short_observation_chars: int = 80
     keep: str = "tail"
     system_prompt_share: float = 0.0  # the rendered template repeats across samples: not learned
+    runtime_span_weight: float = 0.25
 
     def validate(self) -> None:
         known = {"retrieval", "expansion", "action", "transform", "boilerplate", "echo"}
@@ -192,6 +196,9 @@ class LossMaskConfig:
         for name, share in self.shares.items():
             if not 0.0 <= share <= 1.0:
                 raise ConfigError(f"loss_mask.shares.{name}: {share} is outside 0..1")
+        weight = self.runtime_span_weight
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0.0 <= weight <= 1.0:
+            raise ConfigError(f"loss_mask.runtime_span_weight: {weight!r} is not a number in 0..1")
 
 
 @dataclass(slots=True)
@@ -239,6 +246,9 @@ class PoolsConfig:
     eval_export: EvalExportConfig = field(default_factory=EvalExportConfig)
     templates_dir: str | None = None  # None: the shipped seed templates
     tokenizer: str | None = None  # None: WORLDLINE_TOKENIZER or Qwen3.6
+    # Replay span labels (schemas/span_labels.py): a span-labels file or a folder holding
+    # span_labels.parquet; None: `span_labels.parquet` beside the input trajectories, when present.
+    span_labels: str | None = None
     trajectories_per_shard: int = 2_000
     # Upper bound on one part file, in bytes of Arrow data (parts roll over to the next file when a
     # write would exceed it); the number of parts per pool is estimated from the input's bytes.
@@ -283,6 +293,8 @@ class PoolsConfig:
 
     def validate(self) -> None:
         self.loss_mask.validate()
+        if self.span_labels is not None and (not isinstance(self.span_labels, str) or not self.span_labels):
+            raise ConfigError(f"span_labels: {self.span_labels!r} is not a path (leave it unset for none)")
         harness = self.filters.harness_facts
         if not isinstance(harness, dict):
             raise ConfigError("filters.harness_facts: give a mapping fact -> keep | mask | drop_turn | drop")

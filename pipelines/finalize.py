@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from pipelines.build import ASSIGNMENTS, REMOVED, WORK_DIR
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.exports import export_path
 from pipelines.publish import input_digest
+from pipelines.span_shares import ShareCount, build_shares, share_lines, shares_json
 from pipelines.trainer_configs import write_trainer_configs
 from schemas.agentworldbench import export_agentworldbench
 from schemas.atomic import atomic_open
@@ -115,7 +117,10 @@ def write_card(
     stats: dict[str, int],
     cfg: PoolsConfig,
     lineage: list[dict[str, Any]],
+    shares: Mapping[str, ShareCount] | None = None,
 ) -> None:
+    """The pool's card.json and README.md. SHARES: its deterministic share per domain from replay
+    span labels (pipelines/span_shares.py); None: "no labels"."""
     filters = {k: v for k, v in stats.items() if k.startswith(("dropped.", "turns_removed.", "quarantined."))}
     excluded = excluded_benchmarks(stats, cfg)
     card = {
@@ -127,6 +132,7 @@ def write_card(
         "config": cfg.to_json(),
         "tokenizer": tokenizer_record(cfg),
         "inputs": lineage,
+        "deterministic_share": shares_json(shares),
     }
     fs.write_json(fs.join(out, pool, "card.json"), card)
     lines = [
@@ -164,6 +170,8 @@ def write_card(
         lines += [f"| {k} | {v} |" for k, v in excluded.items()]
     else:
         lines += ["None: no benchmark was excluded (decontamination.exclude_benchmarks is empty)."]
+    lines += ["", "## Deterministic content (replay span labels)", ""]
+    lines += share_lines(pool, shares)
     lines += ["", f"Config fingerprint `{cfg.fingerprint()}`; inputs and their manifests in card.json.", ""]
     fs.write_bytes(fs.join(out, pool, "README.md"), str(hf_card(pool, summary, "\n".join(lines))).encode())
 
@@ -279,6 +287,7 @@ def finalize(
             }
         )
     pools: dict[str, Any] = {}
+    shares = build_shares(out, cfg, [fs.absolute(item) for item in inputs])
     for pool in ALL_POOLS:
         fs.mkdirs(fs.join(out, pool))
         parts = pool_parts(out, pool)
@@ -298,7 +307,7 @@ def finalize(
                 "rows": sum(f["rows"] for f in files),
             },
         )
-        write_card(out, pool, summary, stats, cfg, lineage)
+        write_card(out, pool, summary, stats, cfg, lineage, None if shares is None else shares.get(pool, {}))
         pools[pool] = {**summary, "files": files}
     exports = {
         "verl": exports_of(out, "rl"),

@@ -9,6 +9,8 @@ Decisions the paper leaves open, all configurable in `LossMaskConfig`:
 - short: an observation of at most `short_observation_chars` characters is "short".
 - which tokens: a partial share keeps a contiguous run of ceil(share * n) tokens of the turn (at
   least one when the share is positive), at the end ("tail", default) or start ("head").
+- runtime spans: where replay span labels exist for a turn, the characters they mark `runtime`
+  inside a kept span get `runtime_span_weight` instead of weight 1 (`runtime_weighted_spans`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.config import FilterConfig, LossMaskConfig
+from schemas.span_labels import SpanLabel, TurnLabels
 from schemas.turn_facts import facts
 
 _WORD = re.compile(r"\w+")
@@ -105,3 +108,38 @@ def harness_mask(metadata: dict[str, Any], cfg: FilterConfig) -> str | None:
         if cfg.harness_action(fact) == "mask":
             return fact
     return None
+
+
+def runtime_weighted_spans(
+    span: dict[str, Any], observation_start: int, labels: TurnLabels | None, weight: float
+) -> list[dict[str, Any]]:
+    """SPAN (a CPT loss span: start, end, weight, ...) split where it crosses the runtime spans of
+    LABELS, which hold offsets into the turn's observation text, found at OBSERVATION_START of the
+    row's text. Runtime pieces get WEIGHT (times the span's own weight), the rest keep the span's
+    weight; the pieces are in order, cover SPAN exactly and keep its other fields. Without labels,
+    or with weight 1, SPAN is returned unchanged."""
+    if labels is None or weight == 1.0:
+        return [span]
+    start, end, base = int(span["start"]), int(span["end"]), float(span["weight"])
+    cuts: list[tuple[int, int]] = []
+    for s in labels.spans:
+        if s.label != SpanLabel.RUNTIME:
+            continue
+        lo, hi = max(start, observation_start + s.start), min(end, observation_start + s.end)
+        if hi > lo:
+            cuts.append((lo, hi))
+    if not cuts:
+        return [span]
+    pieces: list[dict[str, Any]] = []
+    pos = start
+    for lo, hi in cuts:
+        if lo > pos:
+            pieces.append({**span, "start": pos, "end": lo, "weight": base})
+        if pieces and pieces[-1]["end"] == lo and pieces[-1]["weight"] == base * weight:
+            pieces[-1] = {**pieces[-1], "end": hi}
+        else:
+            pieces.append({**span, "start": lo, "end": hi, "weight": base * weight})
+        pos = hi
+    if end > pos:
+        pieces.append({**span, "start": pos, "end": end, "weight": base})
+    return pieces

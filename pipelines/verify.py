@@ -13,7 +13,9 @@ manifest and its checksums cannot hide a violation.
 - per-pool rules: one RL row per trajectory, token caps recounted with the recorded tokenizer and
   chat template, SFT targets non-empty with their closing tag, the evaluator's conversation shape,
   valid CPT loss spans, template versions and their spread;
-- statistics: the manifest's per-pool counts and token statistics equal the rows'.
+- statistics: the manifest's per-pool counts and token statistics equal the rows';
+- span labels: a configured `span_labels` file must exist. `deterministic_share_lines` reports the
+  share of deterministic content per pool and domain from the labels (or "no labels").
 
 A missing input (shard folder, knowledge corpus, evaluation set) is a violation, never a skip. Rows
 are streamed part by part; memory holds one part's batch plus small per-record state (ids, groups,
@@ -26,6 +28,7 @@ import os
 
 from pipelines import fs
 from pipelines.config import PoolsConfig
+from pipelines.span_shares import build_shares, report_lines
 from pipelines.stages.spill import ASSIGNMENTS
 from pipelines.verify_checks import (
     Report,
@@ -73,6 +76,8 @@ def verify_pools(
         from worldline.tokenizer import get_token_counter
 
         counter = get_token_counter(tokenizer or None)
+    if cfg.span_labels and not fs.exists(cfg.span_labels):
+        report.add("span_labels", "the configured span_labels file is missing", cfg.span_labels)
     check_checksums(out, manifest, report)
     seen = read_pool_rows(out, cfg, counter, report)
     check_stats(manifest, seen, report)
@@ -84,4 +89,17 @@ def verify_pools(
     return report.violations()
 
 
-__all__ = ["Violation", "verify_pools"]
+def deterministic_share_lines(out: str | os.PathLike[str], cfg: PoolsConfig | None = None) -> list[str]:
+    """The share of deterministic content per pool and domain of the pools in OUT, from the replay
+    span labels of their inputs (pipelines/span_shares.py), as report lines; "no labels" without.
+    CFG defaults to the configuration the manifest records."""
+    out = os.fspath(out)
+    manifest = fs.read_json(fs.join(out, "manifest.json"))
+    cfg = cfg or PoolsConfig.from_dict(manifest["config"])
+    if cfg.span_labels and not fs.exists(cfg.span_labels):
+        return [f"deterministic share: no labels ({cfg.span_labels} is missing)"]
+    inputs = [str(item["path"]) for item in manifest.get("inputs", [])]
+    return report_lines(build_shares(out, cfg, inputs))
+
+
+__all__ = ["Violation", "deterministic_share_lines", "verify_pools"]
