@@ -42,11 +42,18 @@ CLEAR_KEYS = [
 """Output before a `clear`, a line of output that looks like a prompt, and a command cut by Ctrl-C."""
 
 
-def _drain(fd: int, events: list[list[object]], start: float, quiet_s: float, limit_s: float) -> bool:
-    """Read output until it has been quiet for quiet_s (or limit_s passed); False once the program ended."""
+def _drain(
+    fd: int, events: list[list[object]], start: float, quiet_s: float, limit_s: float, first_s: float = 0.0
+) -> bool:
+    """Read output until it has been quiet for quiet_s (or limit_s passed); False once the program ended.
+    Before the first output the wait is at least first_s: a key's echo can be late on a loaded machine,
+    and the next key sent before it would be a different recording."""
     deadline = time.monotonic() + limit_s
     last = time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - last < quiet_s:
+    got = False
+    while time.monotonic() < deadline and time.monotonic() - last < (
+        quiet_s if got else max(quiet_s, first_s)
+    ):
         ready, _, _ = select.select([fd], [], [], 0.02)
         if not ready:
             continue
@@ -57,7 +64,7 @@ def _drain(fd: int, events: list[list[object]], start: float, quiet_s: float, li
         if not data:
             return False
         events.append([round(time.monotonic() - start, 6), "o", data.decode("utf-8", "replace")])
-        last = time.monotonic()
+        last, got = time.monotonic(), True
     return True
 
 
@@ -91,7 +98,7 @@ def record(
         if with_input:
             events.append([round(time.monotonic() - start, 6), "i", chunk])
         os.write(fd, chunk.encode())
-        alive = _drain(fd, events, start, quiet_s, 5.0)
+        alive = _drain(fd, events, start, quiet_s, 5.0, first_s=1.0)
     _drain(fd, events, start, 0.3, 2.0)
     try:
         os.kill(pid, 9)
