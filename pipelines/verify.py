@@ -66,6 +66,8 @@ def verify_pools(
         if not tokenizer:
             report.add("tokenizer", "the manifest does not record the tokenizer the caps were counted with")
         tokenizer = tokenizer or cfg.tokenizer or ""
+    if cfg.span_labels and not fs.exists(cfg.span_labels):
+        report.add("span_labels", "the configured span_labels file is missing", cfg.span_labels)
     if beam_args is not None:
         from pipelines.verify_beam import run_verify
 
@@ -76,8 +78,6 @@ def verify_pools(
         from worldline.tokenizer import get_token_counter
 
         counter = get_token_counter(tokenizer or None)
-    if cfg.span_labels and not fs.exists(cfg.span_labels):
-        report.add("span_labels", "the configured span_labels file is missing", cfg.span_labels)
     check_checksums(out, manifest, report)
     seen = read_pool_rows(out, cfg, counter, report)
     check_stats(manifest, seen, report)

@@ -150,3 +150,18 @@ def test_the_span_labels_setting_wins_over_discovery(tmp_path: Path) -> None:
     )
     missing = PoolsConfig.from_dict({"span_labels": str(tmp_path / "nope.parquet")})
     assert "missing" in deterministic_share_lines(out, missing)[0]
+
+
+def test_pools_verify_flags_a_configured_span_labels_file_that_is_missing(tmp_path: Path) -> None:
+    from pipelines.verify import verify_pools
+
+    out = tmp_path / "out"
+    out.mkdir()
+    manifest = {"config": PoolsConfig().to_json(), "inputs": [], "pools": {}, "stats": {}}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    missing = PoolsConfig.from_dict({"span_labels": str(tmp_path / "nope.parquet")})
+    checks = {v.check for v in verify_pools(out, missing, recount_tokens=False, check_inputs=False)}
+    assert "span_labels" in checks
+    assert "span_labels" not in {
+        v.check for v in verify_pools(out, PoolsConfig(), recount_tokens=False, check_inputs=False)
+    }
