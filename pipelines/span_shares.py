@@ -29,10 +29,11 @@ LabelTable = Mapping[tuple[str, int], TurnLabels]
 
 
 def span_label_sources(cfg: PoolsConfig, input_dirs: Sequence[str]) -> list[str]:
-    """The span-labels files of a build: the configured one, else those beside the inputs."""
+    """The span-labels files of a build: the configured one, else those beside the local inputs
+    (labels are read from local paths)."""
     if cfg.span_labels:
         return [cfg.span_labels]
-    found = (fs.join(d, SPAN_LABELS_NAME) for d in input_dirs)
+    found = (fs.join(d, SPAN_LABELS_NAME) for d in input_dirs if not fs.is_url(d))
     return [f for f in found if fs.is_file(f)]
 
 

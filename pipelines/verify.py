@@ -41,6 +41,7 @@ from pipelines.verify_checks import (
     pool_part_files,
     read_pool_rows,
 )
+from schemas.span_labels import SpanLabelsError
 
 
 def verify_pools(
@@ -99,7 +100,10 @@ def deterministic_share_lines(out: str | os.PathLike[str], cfg: PoolsConfig | No
     if cfg.span_labels and not fs.exists(cfg.span_labels):
         return [f"deterministic share: no labels ({cfg.span_labels} is missing)"]
     inputs = [str(item["path"]) for item in manifest.get("inputs", [])]
-    return report_lines(build_shares(out, cfg, inputs))
+    try:
+        return report_lines(build_shares(out, cfg, inputs))
+    except SpanLabelsError as exc:
+        return [f"deterministic share: no labels ({exc})"]
 
 
 __all__ = ["Violation", "deterministic_share_lines", "verify_pools"]

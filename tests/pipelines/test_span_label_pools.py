@@ -165,3 +165,12 @@ def test_pools_verify_flags_a_configured_span_labels_file_that_is_missing(tmp_pa
     assert "span_labels" not in {
         v.check for v in verify_pools(out, PoolsConfig(), recount_tokens=False, check_inputs=False)
     }
+
+
+def test_an_unreadable_labels_file_reports_no_labels(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    cfg = PoolsConfig.from_dict({"span_labels": str(bad)})
+    out = _built(tmp_path, cfg)
+    (line,) = deterministic_share_lines(out)
+    assert line.startswith("deterministic share: no labels (") and "bad.parquet" in line
