@@ -124,3 +124,11 @@ def test_the_judge_records_the_tiers_of_a_labelled_sample(fake_llm: FakeLLMServe
     runtime, content = asyncio.run(run())
     assert runtime["exact"] is True and runtime["source"] == "labels"
     assert content["exact"] is False
+
+
+def test_span_segments_keep_deterministic_text_exact_after_normalisation() -> None:
+    from worldline.rewards.spans import span_segments
+
+    segments = span_segments(ORIGINAL, labels())
+    assert segments[0]["label"] == "runtime" and segments[1] == {"exact": "\nalpha beta\ngamma 42"}
+    assert span_segments("x\ue001\n", labels("x\ue001\n", ("y\ue001\n",))) == []

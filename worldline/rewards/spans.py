@@ -22,6 +22,7 @@ from schemas.span_labels import Span, SpanLabel, TurnLabels
 PID_MAX = 4_194_304  # Linux's pid_max ceiling
 _PLACEHOLDER_BASE = 0xE000  # Unicode private use area: one code point stands for one labelled span
 _PLACEHOLDER_MAX = 6400
+_PLACEHOLDERS = re.compile(f"[{chr(_PLACEHOLDER_BASE)}-{chr(_PLACEHOLDER_BASE + _PLACEHOLDER_MAX - 1)}]")
 _PIECE = re.compile(r"\d+|[A-Za-z0-9]+|[ \t]+|\s+|.", re.DOTALL)
 
 
@@ -66,10 +67,10 @@ def _format_segment(span: Span, value: str) -> dict[str, Any]:
 def span_segments(text: str, labels: TurnLabels) -> list[dict[str, Any]]:
     """The check of TEXT under LABELS as segments: {"exact": text} for deterministic content (after
     normalisation), {"label", "format"[, "pattern", "min", "max"]} for each runtime or variable span.
-    Empty when the labels do not cover TEXT."""
+    Empty when the labels do not cover TEXT (or TEXT holds the private-use characters this uses)."""
     from worldline.rewards.rules import normalise_text
 
-    if not labels_cover(text, labels):
+    if not labels_cover(text, labels) or _PLACEHOLDERS.search(text):
         return []
     marked: list[str] = []
     others: list[dict[str, Any]] = []
