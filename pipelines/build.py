@@ -278,7 +278,15 @@ def build_pipeline(
         group_pool=beam.pvalue.AsDict(group_pool),
     )
     kept = prepared["kept"] | "ReshuffleKept" >> beam.Reshuffle()
-    routed = multi_output(kept, "RoutePools", RoutePools(cfg, shards, work), ["stats"], "runs", pairs, **side)
+    routed = multi_output(
+        kept,
+        "RoutePools",
+        RoutePools(cfg, shards, work, inputs.span_label_files),
+        ["stats"],
+        "runs",
+        pairs,
+        **side,
+    )
     runs = (prepared["runs"], routed["runs"]) | "AllRuns" >> beam.Flatten()
     written = (
         runs

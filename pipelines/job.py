@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines import fs
 from pipelines.config import PoolsConfig
+from pipelines.span_shares import span_label_sources
 
 if TYPE_CHECKING:
     from pipelines.build import ProgressFn
@@ -99,6 +100,7 @@ def plan_build(
     try:
         check_inputs_hold_data(in_paths, know, ev)
         resolved = resolve_inputs(in_paths, know, ev, config)
+        resolved.span_label_files = span_label_sources(config, [fs.absolute(item) for item in in_paths])
     except (ShardError, ValueError, OSError) as exc:
         raise BuildInputsError(str(exc)) from exc
     if resolved.total_rows == 0:

@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.config import PoolsConfig
-from pipelines.lossmask import MASKED, harness_mask, kept_token_range, loss_mask_category
+from pipelines.lossmask import (
+    MASKED,
+    harness_mask,
+    kept_token_range,
+    loss_mask_category,
+    runtime_weighted_spans,
+)
 from pipelines.minhash import stable_hash
+from pipelines.span_shares import LabelTable, turn_labels
 from schemas.agentworldbench import AgentWorldBenchSample, trajectory_to_samples
 from schemas.templates import TemplateSet, system_values
 from schemas.trajectory import Trajectory
@@ -117,9 +124,16 @@ def _common(traj: Trajectory, lineage: Lineage, sample_id: str, version: int) ->
 
 
 def cpt_row(
-    traj: Trajectory, lineage: Lineage, cfg: PoolsConfig, templates: TemplateSet, counter: TokenCounter
+    traj: Trajectory,
+    lineage: Lineage,
+    cfg: PoolsConfig,
+    templates: TemplateSet,
+    counter: TokenCounter,
+    labels: LabelTable | None = None,
 ) -> dict[str, Any]:
-    """The whole trajectory as one text (template v1) with per-turn loss-mask spans (Table 3)."""
+    """The whole trajectory as one text (template v1) with per-turn loss-mask spans (Table 3). With
+    replay span LABELS for a turn, its span is cut where it crosses runtime spans of the observation,
+    and those pieces get `loss_mask.runtime_span_weight`."""
     lm = cfg.loss_mask
     system = templates.get(cfg.cpt.template_version).render(system_values(traj)) + "\n"
     spans: list[dict[str, Any]] = []
@@ -150,16 +164,18 @@ def cpt_row(
         categories.append(category)
         s, e, k = kept_char_span(counter, block, share, lm.keep)
         if e > s:
-            spans.append(
-                {
-                    "start": offset + s,
-                    "end": offset + e,
-                    "weight": 1.0,
-                    "turn_index": i + 1,
-                    "category": category,
-                    "share": share,
-                }
-            )
+            span = {
+                "start": offset + s,
+                "end": offset + e,
+                "weight": 1.0,
+                "turn_index": i + 1,
+                "category": category,
+                "share": share,
+            }
+            text_labels = turn_labels(labels, traj.id, i, turn.observation.text)
+            # The block ends with the observation and a blank line: where the observation starts.
+            observation_start = offset + len(block) - 2 - len(turn.observation.text)
+            spans += runtime_weighted_spans(span, observation_start, text_labels, lm.runtime_span_weight)
             loss_tokens += k
         parts.append(block)
         offset += len(block)
@@ -374,7 +390,12 @@ def reward_spec(cfg: PoolsConfig, verifier: str) -> dict[str, Any]:
 
 
 def rl_row(
-    traj: Trajectory, lineage: Lineage, cfg: PoolsConfig, templates: TemplateSet, counter: TokenCounter
+    traj: Trajectory,
+    lineage: Lineage,
+    cfg: PoolsConfig,
+    templates: TemplateSet,
+    counter: TokenCounter,
+    labels: LabelTable | None = None,
 ) -> tuple[dict[str, Any] | None, int]:
     """Exactly one turn of the trajectory, template v0, in the evaluator's conversation shape; None
     when the chat-template-rendered prompt (with the generation prompt) exceeds the cap."""
@@ -396,6 +417,7 @@ def rl_row(
             turn.observation.text,
             tool_name=turn.action.tool_name,
             is_error=turn.observation.is_error,
+            labels=turn_labels(labels, traj.id, t - 1, turn.observation.text),
         )
     return {
         **_common(traj, lineage, f"rl:{traj.id}", cfg.rl.template_version),

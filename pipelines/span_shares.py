@@ -22,10 +22,20 @@ from typing import Any
 from pipelines import fs
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from schemas.span_labels import SPAN_LABELS_NAME, SpanLabel, TurnLabels, read_span_labels
+from worldline.rewards.spans import labels_cover
 
 NO_LABELS = "no labels"
 
 LabelTable = Mapping[tuple[str, int], TurnLabels]
+
+
+def turn_labels(labels: LabelTable | None, trajectory_id: str, turn: int, text: str) -> TurnLabels | None:
+    """The labels of a trajectory's TURN (0-based) when they describe TEXT (its observation) and its
+    replay did not diverge; None otherwise, and whoever asked falls back to its patterns."""
+    found = labels.get((trajectory_id, turn)) if labels else None
+    if found is None or found.diverged or not labels_cover(text, found):
+        return None
+    return found
 
 
 def span_label_sources(cfg: PoolsConfig, input_dirs: Sequence[str]) -> list[str]:

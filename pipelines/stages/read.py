@@ -59,6 +59,8 @@ class BuildInputs:
     """N-gram hashes of every evaluation turn and task (containment decontamination)."""
     input_bytes: int = 0
     """Bytes of all trajectory parts and knowledge files (to size the output parts)."""
+    span_label_files: list[str] = field(default_factory=list)
+    """Replay span-label tables (pipelines.span_shares): RL rule checks and CPT runtime weights."""
 
 
 def read_parquet(path: str) -> pq.ParquetFile:

@@ -20,6 +20,7 @@ from pipelines.inputs import KnowledgeDoc
 from pipelines.minhash import normalise, signatures, stable_hash
 from pipelines.ngrams import ContainmentIndex, text_grams
 from pipelines.render import Lineage, cpt_row, knowledge_row, masked_turn_indices, rl_row, sft_rows
+from pipelines.span_shares import load_span_labels
 from pipelines.stages.assign import record_group
 from pipelines.stages.contract import Stage, tune_gc_for_bulk_work
 from pipelines.stages.decontaminate import training_grams
@@ -56,10 +57,13 @@ class RoutePools(beam.DoFn):
     group-pool side inputs. Renders pool rows and writes them as sorted runs per output part.
     Writes: ((table, shard), run file) per part touched (removed rows included), and stats."""
 
-    def __init__(self, cfg: PoolsConfig, shards: dict[str, int], work: str) -> None:
+    def __init__(
+        self, cfg: PoolsConfig, shards: dict[str, int], work: str, span_label_files: list[str] | None = None
+    ) -> None:
         self.cfg = cfg
         self.shards = shards
         self.work = work
+        self.span_label_files = list(span_label_files or [])
 
     def setup(self) -> None:
         from schemas.templates import load_template_set
@@ -67,6 +71,7 @@ class RoutePools(beam.DoFn):
 
         self.templates = load_template_set(self.cfg.templates_dir)
         self.counter = get_token_counter(self.cfg.tokenizer)
+        self.labels = load_span_labels(self.span_label_files)
         self._pool_index: ContainmentIndex | None = None
         tune_gc_for_bulk_work()  # after loading: the vocabulary and templates are frozen with the rest
 
@@ -174,7 +179,7 @@ class RoutePools(beam.DoFn):
                     )
                 rows = [knowledge_row(item.to_json(), lineage, self.counter)]
             elif pool == "cpt":
-                rows = [cpt_row(item, lineage, self.cfg, self.templates, self.counter)]
+                rows = [cpt_row(item, lineage, self.cfg, self.templates, self.counter, self.labels)]
             elif pool == "sft":
                 rows, skipped = sft_rows(item, lineage, self.cfg, self.templates, self.counter)
                 truncated = sum(1 for r in rows if r["truncated"])
@@ -205,7 +210,7 @@ class RoutePools(beam.DoFn):
                     )
                     continue
             elif pool == "rl":
-                row, tokens = rl_row(item, lineage, self.cfg, self.templates, self.counter)
+                row, tokens = rl_row(item, lineage, self.cfg, self.templates, self.counter, self.labels)
                 if row is None:
                     stats["dropped.rl_prompt_over_cap"] += 1
                     out.setdefault((REMOVED, 0), []).append(

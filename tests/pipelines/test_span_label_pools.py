@@ -14,13 +14,18 @@ import pytest
 from pipelines.config import ConfigError, PoolsConfig
 from pipelines.finalize import write_card
 from pipelines.lossmask import runtime_weighted_spans
+from pipelines.render import Lineage, cpt_row, rl_row
 from pipelines.span_shares import deterministic_shares, span_label_sources
 from pipelines.verify import deterministic_share_lines
 from schemas.span_labels import SpanLabel, TurnLabels, label_observation, write_span_labels
+from schemas.templates import load_template_set
+from schemas.trajectory import Action, ActionKind, Domain, Observation, Source, SourceKind, Trajectory, Turn
+from worldline.tokenizer import get_token_counter
 
 # `echo $$; cat notes.txt`: 5 runtime characters (the PID), 21 deterministic ones.
 ORIGINAL = "48213\nalpha beta\ngamma 42\n"
 REPLAY = "51877\nalpha beta\ngamma 42\n"
+LINEAGE = Lineage("g", "inhouse", "c")
 
 
 def turn(tid: str, turn: int, original: str = ORIGINAL, replay: str = REPLAY) -> TurnLabels:
@@ -174,3 +179,42 @@ def test_an_unreadable_labels_file_reports_no_labels(tmp_path: Path) -> None:
     out = _built(tmp_path, cfg)
     (line,) = deterministic_share_lines(out)
     assert line.startswith("deterministic share: no labels (") and "bad.parquet" in line
+
+
+def _labelled_trajectory() -> Trajectory:
+    action = Action(ActionKind.COMMAND, "echo $$; cat notes.txt")
+    first = Turn(Action(ActionKind.COMMAND, "cat notes.txt"), Observation("alpha beta\ngamma 42\n"))
+    return Trajectory(
+        id="lab",
+        domain=Domain.TERMINAL,
+        source=Source(kind=SourceKind.INHOUSE, name="s"),
+        task="x",
+        turns=[first, Turn(action, Observation(ORIGINAL))],
+    )
+
+
+def test_the_renderer_uses_the_labels_for_cpt_weights_and_rl_checks() -> None:
+    traj = _labelled_trajectory()
+    cfg, templates, counter = PoolsConfig(), load_template_set(None), get_token_counter(None)
+    cfg.loss_mask.keep = "head"  # the whole observation is in the kept span
+    table = {("lab", 1): turn("lab", 1)}
+    plain = cpt_row(traj, LINEAGE, cfg, templates, counter)
+    row = cpt_row(traj, LINEAGE, cfg, templates, counter, table)
+    assert row["text"] == plain["text"]
+    pid_at = row["text"].rindex(ORIGINAL)
+    weighted = [(s["start"], s["end"]) for s in row["loss_spans"] if s["weight"] == 0.25]
+    assert weighted == [(pid_at, pid_at + 5)]  # exactly the PID of the labelled turn
+    assert all(s["weight"] == 1.0 for s in plain["loss_spans"])
+    covered = sorted((s["start"], s["end"]) for s in row["loss_spans"])
+    assert covered[0][0] == min(s["start"] for s in plain["loss_spans"])
+    assert sum(e - s for s, e in covered) == sum(s["end"] - s["start"] for s in plain["loss_spans"])
+    stale = {("lab", 1): turn("lab", 1, "another text\n", "another text\n")}  # labels of another text
+    assert cpt_row(traj, LINEAGE, cfg, templates, counter, stale)["loss_spans"] == plain["loss_spans"]
+
+    one_turn = Trajectory(id="lab", domain=traj.domain, source=traj.source, task="x", turns=[traj.turns[1]])
+    rl, _ = rl_row(one_turn, LINEAGE, cfg, templates, counter, {("lab", 0): turn("lab", 0)})
+    plain_rl, _ = rl_row(one_turn, LINEAGE, cfg, templates, counter)
+    assert rl is not None and plain_rl is not None
+    checks = json.loads(rl["reward_spec"])["rule"]["checks"]
+    assert [c["kind"] for c in checks] == ["span_match"]
+    assert json.loads(plain_rl["reward_spec"])["rule"]["checks"] != checks
