@@ -171,3 +171,26 @@ def test_schema_check_catches_a_broken_manifest() -> None:
     doc["spec"]["template"]["spec"]["containers"][0]["env"][0]["valu"] = "typo"
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
     assert len(errors) == 2
+
+
+def test_a_generated_task_file_splits_across_the_jobs_pods(tmp_path: Path) -> None:
+    """The Indexed Job's pods (N from the manifest) split a generated task file into disjoint shares
+    that together are the whole file, none of them empty or far above the mean."""
+    from typer.testing import CliRunner
+
+    from collectors.environment import load_tasks
+    from worldline.cli import app
+
+    doc = yaml.safe_load((K8S / "collect-indexed-job.yaml").read_text())
+    count = doc["spec"]["completions"]
+    path = tmp_path / "tasks.jsonl"
+    result = CliRunner().invoke(
+        app, ["tasks", "generate", "--env", "terminal", "--n", "1000", "--seed", "5", "--out", str(path)]
+    )
+    assert result.exit_code == 0, result.output
+    ids = [t.id for t in load_tasks(path)]
+    assert len(ids) == len(set(ids)) == 1000
+    shares = [{i for i in ids if shard_of(i, count) == k} for k in range(count)]
+    assert sum(len(s) for s in shares) == len(ids) and set().union(*shares) == set(ids)
+    mean = len(ids) / count
+    assert all(0.7 * mean <= len(s) <= 1.3 * mean for s in shares), [len(s) for s in shares]
