@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines import fs
 from pipelines.config import PoolsConfig
-from pipelines.span_shares import span_label_sources
+from pipelines.span_table import span_label_sources
 
 if TYPE_CHECKING:
     from pipelines.build import ProgressFn

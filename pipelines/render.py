@@ -25,7 +25,7 @@ from pipelines.lossmask import (
     runtime_weighted_spans,
 )
 from pipelines.minhash import stable_hash
-from pipelines.span_shares import LabelTable, turn_labels
+from pipelines.span_table import LabelTable, turn_labels
 from schemas.agentworldbench import AgentWorldBenchSample, trajectory_to_samples
 from schemas.templates import TemplateSet, system_values
 from schemas.trajectory import Trajectory

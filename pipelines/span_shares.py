@@ -16,46 +16,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pipelines import fs
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
-from schemas.span_labels import SPAN_LABELS_NAME, SpanLabel, TurnLabels, read_span_labels
-from worldline.rewards.spans import labels_cover
+from pipelines.span_table import LabelTable, load_span_labels, span_label_sources
+from schemas.span_labels import SpanLabel, TurnLabels
 
 NO_LABELS = "no labels"
-
-LabelTable = Mapping[tuple[str, int], TurnLabels]
-
-
-def turn_labels(labels: LabelTable | None, trajectory_id: str, turn: int, text: str) -> TurnLabels | None:
-    """The labels of a trajectory's TURN (0-based) when they describe TEXT (its observation) and its
-    replay did not diverge; None otherwise, and whoever asked falls back to its patterns."""
-    found = labels.get((trajectory_id, turn)) if labels else None
-    if found is None or found.diverged or not labels_cover(text, found):
-        return None
-    return found
-
-
-def span_label_sources(cfg: PoolsConfig, input_dirs: Sequence[str]) -> list[str]:
-    """The span-labels files of a build: the configured one, else those beside the local inputs
-    (labels are read from local paths)."""
-    if cfg.span_labels:
-        return [cfg.span_labels]
-    found = (fs.join(d, SPAN_LABELS_NAME) for d in input_dirs if not fs.is_url(d))
-    return [f for f in found if fs.is_file(f)]
-
-
-def load_span_labels(sources: Sequence[str]) -> dict[tuple[str, int], TurnLabels] | None:
-    """The labels of every source merged (a later source wins a repeated key); None without sources.
-    A configured source that cannot be read raises SpanLabelsError."""
-    if not sources:
-        return None
-    table: dict[tuple[str, int], TurnLabels] = {}
-    for source in sources:
-        table.update(read_span_labels(Path(source)))
-    return table
 
 
 @dataclass
@@ -120,14 +88,12 @@ def pool_members(out: str) -> list[tuple[str, str, str]]:
     """(pool, domain, trajectory id) of every row of the pools in OUT (the eval pool's `id`)."""
     import pyarrow.parquet as pq
 
-    from pipelines.verify_checks import BATCH_ROWS, pool_part_files
-
     members: list[tuple[str, str, str]] = []
     for pool in ALL_POOLS:
         key = "id" if pool == EVAL_POOL else "trajectory_id"
-        for part in pool_part_files(out, pool):
+        for part in fs.list_files(fs.join(out, pool), "part-*.parquet", recursive=False):
             with fs.open_read(part) as fh:
-                for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, columns=["domain", key]):
+                for batch in pq.ParquetFile(fh).iter_batches(batch_size=512, columns=["domain", key]):
                     members += [(pool, r["domain"], r[key]) for r in batch.to_pylist()]
     return members
 

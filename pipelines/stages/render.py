@@ -20,7 +20,7 @@ from pipelines.inputs import KnowledgeDoc
 from pipelines.minhash import normalise, signatures, stable_hash
 from pipelines.ngrams import ContainmentIndex, text_grams
 from pipelines.render import Lineage, cpt_row, knowledge_row, masked_turn_indices, rl_row, sft_rows
-from pipelines.span_shares import load_span_labels
+from pipelines.span_table import load_span_labels
 from pipelines.stages.assign import record_group
 from pipelines.stages.contract import Stage, tune_gc_for_bulk_work
 from pipelines.stages.decontaminate import training_grams

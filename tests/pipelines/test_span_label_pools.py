@@ -15,7 +15,8 @@ from pipelines.config import ConfigError, PoolsConfig
 from pipelines.finalize import write_card
 from pipelines.lossmask import runtime_weighted_spans
 from pipelines.render import Lineage, cpt_row, rl_row
-from pipelines.span_shares import deterministic_shares, span_label_sources
+from pipelines.span_shares import deterministic_shares
+from pipelines.span_table import span_label_sources
 from pipelines.verify import deterministic_share_lines
 from schemas.span_labels import SpanLabel, TurnLabels, label_observation, write_span_labels
 from schemas.templates import load_template_set

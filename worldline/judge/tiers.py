@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from schemas.span_labels import TurnLabels
-from worldline.rewards.rules import _masked_pattern, normalise_text
-from worldline.rewards.spans import match_with_labels
+from worldline.rewards.rules import _masked_pattern
+from worldline.rewards.spans import match_with_labels, normalise_text
 
 TierSource = Literal["labels", "patterns"]
 

@@ -31,6 +31,7 @@ import jsonschema
 from schemas.domains import domain_spec, is_registered
 from schemas.span_labels import TurnLabels
 from worldline.rewards.spans import check_segments, has_checkable_content, span_segments
+from worldline.rewards.spans import normalise_text as normalise_text  # the rules' normalisation, shared
 
 # Actions whose observation is deterministic content (the paper's first tier). `is_deterministic_action`
 # also decides `verifier = exact_match` for the RL rows pipelines/render.py writes.
@@ -55,12 +56,6 @@ _METADATA = re.compile(
 )
 _PID = re.compile(r"\bpid\b", re.IGNORECASE)
 PID_MAX = 4_194_304  # Linux's pid_max ceiling
-
-
-def normalise_text(text: str) -> str:
-    """Line endings to \\n, trailing spaces per line removed, surrounding blank lines removed."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return "\n".join(line.rstrip() for line in lines).strip("\n")
 
 
 def _command_of(action_text: str) -> str:

@@ -26,6 +26,12 @@ _PLACEHOLDERS = re.compile(f"[{chr(_PLACEHOLDER_BASE)}-{chr(_PLACEHOLDER_BASE + 
 _PIECE = re.compile(r"\d+|[A-Za-z0-9]+|[ \t]+|\s+|.", re.DOTALL)
 
 
+def normalise_text(text: str) -> str:
+    """Line endings to \\n, trailing spaces per line removed, surrounding blank lines removed."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).strip("\n")
+
+
 def labels_cover(text: str, labels: TurnLabels) -> bool:
     """Whether the labels' spans cover TEXT exactly, in order (labels of another text do not)."""
     pos = 0
@@ -68,8 +74,6 @@ def span_segments(text: str, labels: TurnLabels) -> list[dict[str, Any]]:
     """The check of TEXT under LABELS as segments: {"exact": text} for deterministic content (after
     normalisation), {"label", "format"[, "pattern", "min", "max"]} for each runtime or variable span.
     Empty when the labels do not cover TEXT (or TEXT holds the private-use characters this uses)."""
-    from worldline.rewards.rules import normalise_text
-
     if not labels_cover(text, labels) or _PLACEHOLDERS.search(text):
         return []
     marked: list[str] = []
@@ -115,8 +119,6 @@ class SpanCheck:
 def check_segments(prediction: str, segments: Sequence[Mapping[str, Any]]) -> SpanCheck:
     """Check PREDICTION (normalised here) against SEGMENTS: exact text on deterministic segments, the
     format (and range, where given) on the others."""
-    from worldline.rewards.rules import normalise_text
-
     text = normalise_text(prediction)
     parts: list[str] = []
     formats: list[Mapping[str, Any]] = []
