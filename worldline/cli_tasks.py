@@ -40,6 +40,64 @@ def generate_command(
     )
 
 
+@tasks_app.command("synthesize")
+def synthesize_command(
+    env: str = typer.Option(..., "--env", help="Domain of the seeds and the new tasks."),
+    seeds: Path = typer.Option(..., "--seeds", exists=True, dir_okay=False, help="Seed task file (JSONL)."),
+    n: int = typer.Option(..., "--n", min=1, help="How many new tasks to keep."),
+    out: Path = typer.Option(..., "--out", dir_okay=False, help="Task file to write (JSONL)."),
+    seed: int = typer.Option(
+        0, "--seed", help="Which seeds each round shows; the same seed, the same prompts."
+    ),
+    batch: int = typer.Option(5, "--batch", min=1, help="Tasks asked for in one call."),
+    max_rounds: int | None = typer.Option(None, "--max-rounds", min=1, help="At most this many calls."),
+) -> None:
+    """Propose N new tasks with an LLM (role task_generator) from seed tasks and the domain's action
+    space. Every task is validated like `worldline collect` reads it and near-duplicates of the seeds
+    or of each other are dropped (MinHash, the pools' dedup settings); drops are counted by reason."""
+    from collectors.synthesize import ROLE, SynthesisError, synthesize
+    from worldline.llm import LLMConfig, LLMError, SyncLLMClient, endpoint_configured
+
+    if not endpoint_configured():
+        console.print(
+            "[red]error:[/] tasks synthesize needs an OpenAI-compatible endpoint: set WORLDLINE_LLM_BASE_URL "
+            f"and a model ({ROLE.model_env_var} or WORLDLINE_LLM_MODEL); "
+            "`worldline tasks generate` makes tasks without one"
+        )
+        raise typer.Exit(2)
+    try:
+        seed_tasks = [
+            json.loads(line) for line in seeds.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {seeds}: not a task file (one JSON object per line): {exc}")
+        raise typer.Exit(2) from exc
+    config = LLMConfig.from_env()
+    try:
+        config.model_for(ROLE)
+        with SyncLLMClient(config) as client:
+            result = synthesize(env, seed_tasks, n, client, seed=seed, batch=batch, max_rounds=max_rounds)
+            usage = client.format_usage()
+    except (SynthesisError, LLMError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    from collectors.generators import write_tasks
+
+    write_tasks(out, result.tasks)
+    dropped = ", ".join(f"{k}={v}" for k, v in sorted(result.dropped.items())) or "none"
+    console.print(
+        f"wrote {len(result.tasks)} synthesized {env} tasks to {out} from {result.proposed} proposals in "
+        f"{result.rounds} calls; dropped: {dropped}"
+    )
+    for detail in result.details:
+        console.print(f"  {detail}")
+    console.print(f"  {usage}")
+    if len(result.tasks) < n:
+        console.print(
+            f"[yellow]warning:[/] kept {len(result.tasks)} of the {n} asked for (raise --max-rounds)"
+        )
+
+
 @tasks_app.command("import")
 def import_command(
     suite: str = typer.Argument(..., help="terminal-bench | swe-bench | osworld | mcp."),

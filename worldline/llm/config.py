@@ -41,6 +41,7 @@ class Role(StrEnum):
     ROLLOUT = "rollout"
     CLEANER = "cleaner"
     AGENT_POLICY = "agent_policy"
+    TASK_GENERATOR = "task_generator"
 
     @property
     def model_env_var(self) -> str:
