@@ -22,9 +22,12 @@ from curation_agents.formats import (
     atif,
     chat,
     mcp_log,
+    mcp_universe,
+    mcpmark,
     openhands,
     osworld,
     swe_agent,
+    toolathlon,
     webarena,
     widesearch,
 )
@@ -77,6 +80,10 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
         return mcp_log.parse(mcp_log.read_messages(payload["path"], limits.max_record_bytes))
     if fmt == Format.OSWORLD:
         return osworld.parse_file(payload["path"], limits.max_record_bytes)
+    if fmt == Format.MCPMARK:
+        return mcpmark.parse_file(payload["path"], limits.max_record_bytes)
+    if fmt == Format.TOOLATHLON:
+        return toolathlon.parse_file(payload["path"], limits.max_record_bytes)
     if fmt == Format.UIAUTOMATOR_DUMP:
         raise StageFailure(
             ReasonCode.NOT_A_TRAJECTORY,
@@ -95,6 +102,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
         Format.WEBARENA: webarena.parse,
         Format.WIDESEARCH: widesearch.parse,
         Format.ANDROIDWORLD: androidworld.parse,
+        Format.MCP_UNIVERSE: mcp_universe.parse,
     }
     parser = parsers.get(fmt)
     if parser is None:

@@ -22,9 +22,12 @@ from curation_agents.formats import (
     atif,
     chat,
     mcp_log,
+    mcp_universe,
+    mcpmark,
     openhands,
     osworld,
     swe_agent,
+    toolathlon,
     webarena,
     widesearch,
 )
@@ -114,7 +117,12 @@ def root_labels(paths: list[str], sep: str = "/") -> dict[str, str]:
 
 
 def sniff(path: Path) -> tuple[Format, str]:
-    """(format, container) of a file from its first bytes; container is whole | jsonl | array | document | episodes."""
+    """(format, container) of a file from its first bytes; container is whole | jsonl | array | document | episodes
+    | traces | companion (a file another record reads: no record of its own)."""
+    if mcpmark.is_messages_file(path):
+        return Format.MCPMARK, "whole"
+    if mcpmark.is_companion(path):
+        return Format.MCPMARK, "companion"
     with open_binary(str(path)) as fh:
         head: bytes = fh.read(SNIFF_BYTES)
     if androidworld.looks_like(head):
@@ -126,6 +134,10 @@ def sniff(path: Path) -> tuple[Format, str]:
         return (Format.UIAUTOMATOR_DUMP if b"<hierarchy" in text else Format.UNKNOWN), "whole"
     if looks_like_timing(text):
         return Format.SCRIPT_TIMING, "whole"
+    if toolathlon.looks_like_head(text):
+        return Format.TOOLATHLON, "whole"
+    if mcp_universe.looks_like_head(text):
+        return Format.MCP_UNIVERSE, "traces"
     if text.startswith(b"{"):
         first = text.split(b"\n", 1)[0]
         try:
@@ -211,6 +223,12 @@ def _iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
     fmt, container = sniff(path)
     if fmt == Format.SCRIPT_TIMING or (fmt == Format.TYPESCRIPT and is_input_log(str(path))):
         return  # a companion file (timing, or keystrokes logged apart): its typescript reads it
+    if container == "companion":
+        return  # read with the record it belongs to (MCPMark's meta.json beside messages.json)
+    if container == "traces":
+        for locator, trace in mcp_universe.iter_traces(str(path), limits.max_record_bytes):
+            yield RawRecord(locator, fmt, trace)
+        return
     if container == "episodes":
         for locator, payload in androidworld.iter_payloads(str(path), limits.max_record_bytes):
             yield RawRecord(locator, fmt, payload)

@@ -29,6 +29,9 @@ class Format(StrEnum):
     OSWORLD = "osworld-traj"
     WIDESEARCH = "widesearch-response"
     ANDROIDWORLD = "androidworld-episodes"
+    MCPMARK = "mcpmark-task"
+    MCP_UNIVERSE = "mcp-universe-trace"
+    TOOLATHLON = "toolathlon-traj"
     UNKNOWN = "unknown"
 
 
