@@ -21,6 +21,7 @@ from curation_agents.formats import (
     androidworld,
     atif,
     chat,
+    harbor,
     mcp_log,
     mcp_universe,
     mcpmark,
@@ -118,7 +119,11 @@ def root_labels(paths: list[str], sep: str = "/") -> dict[str, str]:
 
 def sniff(path: Path) -> tuple[Format, str]:
     """(format, container) of a file from its first bytes; container is whole | jsonl | array | document | episodes
-    | traces | companion (a file another record reads: no record of its own)."""
+    | traces | trial | companion (a file another record reads: no record of its own)."""
+    if harbor.is_record(path):
+        return Format.HARBOR, "trial"
+    if harbor.is_companion(path):
+        return Format.HARBOR, "companion"  # a trial's logs, cast, verifier output; the job's files
     if mcpmark.is_messages_file(path):
         return Format.MCPMARK, "whole"
     if mcpmark.is_companion(path):
@@ -229,6 +234,10 @@ def _iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
         for locator, trace in mcp_universe.iter_traces(str(path), limits.max_record_bytes):
             yield RawRecord(locator, fmt, trace)
         return
+    if container == "trial":
+        for locator, payload in harbor.iter_payloads(str(path), limits.max_record_bytes):
+            yield RawRecord(locator, fmt, payload)
+        return
     if container == "episodes":
         for locator, payload in androidworld.iter_payloads(str(path), limits.max_record_bytes):
             yield RawRecord(locator, fmt, payload)
@@ -253,6 +262,9 @@ def _iter_records(path: Path, limits: Limits) -> Iterator[RawRecord]:
             return
         fmt = classify(doc)
         yield RawRecord("file", fmt, doc, None if fmt != Format.UNKNOWN else _unknown(path))
+        if fmt == Format.ATIF:
+            for locator, sub in atif.subagents(doc, "file"):
+                yield RawRecord(locator, fmt, sub)
         return
     if container == "array":
         yield from _iter_array_elements(path, limits)
@@ -398,7 +410,11 @@ def _line_records(locator: str, obj: Any) -> Iterator[RawRecord]:
         for index, element in enumerate(obj):
             yield _element_record(f"{locator}-item-{index}", element)
         return
-    yield _element_record(locator, obj)
+    record = _element_record(locator, obj)
+    yield record
+    if record.format == Format.ATIF:
+        for where, sub in atif.subagents(obj, locator):
+            yield RawRecord(where, Format.ATIF, sub)
 
 
 _ARRAY_TOKEN = re.compile(rb'["\[\]{},]')

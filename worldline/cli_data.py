@@ -1,4 +1,4 @@
-"""Data in and out of trajectory datasets: `show`, `export jsonl|agentworldbench`, `import agentworldbench`.
+"""Data in and out of trajectory datasets: `show`, `export jsonl|agentworldbench|atif`, `import agentworldbench`.
 
 Every command streams (trajectory by trajectory, line by line), so datasets larger than memory work,
 and every failure is one line naming the file, the record and the field; never a traceback.
@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, cast
 
+import pyarrow.parquet as pq
 import typer
 from rich.console import Console, Group
 from rich.markup import escape
@@ -236,6 +237,46 @@ def export_awb(
     console.print(table)
     if report.skipped_empty:
         err_console.print(f"skipped {report.skipped_empty} trajectories without turns (nothing to evaluate)")
+
+
+@export_app.command("atif")
+def export_atif(
+    path: Annotated[Path, typer.Argument(help="A dataset directory or Parquet part.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="A folder for one <id>.json ATIF file per trajectory, or a .jsonl file for one ATIF "
+            "document per line (replaced atomically).",
+        ),
+    ],
+    progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
+) -> None:
+    """Write ATIF-v1.7 trajectories (Harbor's Agent Trajectory Interchange Format), one per trajectory;
+    fields ATIF has no place for travel in `extra.worldline`, so `worldline clean` reads them back whole."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pipelines.interchange.atif import write_atif
+
+    try:
+        total = sum(pq.ParquetFile(f).metadata.num_rows for f in dataset_files(path))
+    except (ShardError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    bar = Progress(
+        TextColumn("[bold]export atif[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not progress,
+    )
+    try:
+        with bar:
+            task = bar.add_task("", total=total)
+            report = write_atif(_stream(path), out, on_written=lambda: bar.advance(task))
+    except (ShardError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    err_console.print(f"wrote {report.trajectories} ATIF trajectories ({report.steps} steps) to {out}")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ class Format(StrEnum):
     OPENAI_MESSAGES = "openai-messages"
     SHAREGPT = "sharegpt"
     ATIF = "atif"
+    HARBOR = "harbor-trial"  # an ATIF trajectory in a harbor job folder, with the trial's provenance
     MCP_JSONRPC = "mcp-jsonrpc"
     AGENTWORLDBENCH = "agentworldbench"
     WEBARENA = "webarena"

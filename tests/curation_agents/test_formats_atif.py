@@ -1,25 +1,38 @@
-"""ATIF traces: the domain comes from what the tools do (the registry's signals), and the model's
-reasoning is kept. Real files: Harbor's golden trajectories (tests/fixtures/atif/SOURCES.md)."""
+"""ATIF traces: the domain comes from what the tools do (the registry's signals), the model's
+reasoning is kept, and ATIF-v1.7's identities, `extra` objects and embedded sub-agents are mapped.
+Real files: Harbor's golden trajectories and a fast-agent v1.7 export (tests/fixtures/atif/SOURCES.md),
+checked against harbor's own model (tests/fixtures/harbor/atif_model)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curation_agents.align import infer_domain
 from curation_agents.clean_run import CleanRun
-from curation_agents.formats import atif
-from curation_agents.model import CleanConfig
+from curation_agents.formats import Format, atif
+from curation_agents.model import CleanConfig, Limits
+from curation_agents.reader import iter_records
 from schemas import ActionKind, Domain, iter_trajectories, registered_domains
 
-ATIF = Path(__file__).resolve().parents[1] / "fixtures" / "atif"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ATIF = FIXTURES / "atif"
 OPENHANDS = json.loads((ATIF / "openhands_hello-world.trajectory.json").read_text())
 TERMINUS = json.loads((ATIF / "terminus-2_hello-world-invalid-json.trajectory.json").read_text())
+MULTIAGENT_FILE = ATIF / "fast-agent_harbor_multiagent_v1_7.json"
+MULTIAGENT = json.loads(MULTIAGENT_FILE.read_text())
+FILES = sorted(ATIF.glob("*.json"))
+
+sys.path.insert(0, str(FIXTURES / "harbor" / "atif_model"))
+from harbor.models.trajectories import Trajectory as HarborTrajectory  # noqa: E402
 
 # The tools of Playwright's MCP server as a browser agent calls them (Claude Code namespaces MCP
 # tools as mcp__<server>__<tool>), with their real argument names.
@@ -65,9 +78,72 @@ def test_a_browser_agent_trace_is_web_not_mcp(tmp_path: Path) -> None:
     assert [t.metadata["reasoning"] for t in traj.turns] == [f"why step {i}" for i in range(4)]
 
 
+def test_the_fixtures_are_valid_atif_by_harbors_model() -> None:
+    versions = {HarborTrajectory.model_validate_json(p.read_text()).schema_version for p in FILES}
+    assert versions == {"ATIF-v1.5", "ATIF-v1.7"}
+
+
+def test_summary_reconciles_and_a_subagent_is_a_record_of_its_own(tmp_path: Path) -> None:
+    summary = CleanRun([str(ATIF)], tmp_path / "out", CleanConfig()).run()
+    # Each file, the sub-agent embedded in the v1.7 file, and SOURCES.md (not a trace).
+    assert summary["records_in"] == len(FILES) + 2 == summary["accepted"] + summary["quarantined"]
+    assert summary["accepted"] == len(FILES)
+    rows = pl.read_parquet(sorted((tmp_path / "out" / "quarantine" / "parts").glob("*.parquet"))).to_dicts()
+    # The worker only answered: a message and no action, so it has no turn to learn from.
+    assert {(r["record_key"], r["reason"]) for r in rows} == {
+        ("atif/SOURCES.md#file", "unsupported_format"),
+        (f"atif/{MULTIAGENT_FILE.name}#file/subagent-0", "unsupported_format"),
+    }
+
+
+def test_v1_7_identities_extras_and_subagent_links() -> None:
+    records = list(iter_records(MULTIAGENT_FILE, Limits()))
+    assert [(r.locator, r.format) for r in records] == [
+        ("file", Format.ATIF),
+        ("file/subagent-0", Format.ATIF),
+    ]
+    root, child = (atif.parse(r.payload) for r in records)
+    (sub,) = MULTIAGENT["subagent_trajectories"]
+    assert root["metadata"]["trajectory_id"] == MULTIAGENT["trajectory_id"]
+    assert root["metadata"]["session_id"] == MULTIAGENT["session_id"]
+    assert root["metadata"]["subagent_trajectory_ids"] == [sub["trajectory_id"]]
+    assert root["metadata"]["atif_agent_extra"] == MULTIAGENT["agent"]["extra"]
+    assert root["metadata"]["final_metrics"] == MULTIAGENT["final_metrics"]
+    assert child["metadata"]["trajectory_id"] == sub["trajectory_id"]
+    assert child["metadata"]["parent_trajectory_id"] == MULTIAGENT["trajectory_id"]
+    assert (child["agent"], child["task"]) == (sub["agent"]["name"], sub["steps"][0]["message"])
+
+    step = MULTIAGENT["steps"][1]
+    results = {r["source_call_id"]: r for r in step["observation"]["results"]}
+    worker, shell = root["turns"][:2]
+    assert [worker["tool_name"], shell["tool_name"]] == [c["function_name"] for c in step["tool_calls"]]
+    # Results pair with their calls by id, whatever their order.
+    assert worker["observation"] == results["call_worker"]["content"]
+    assert shell["observation"] == results["call_shell"]["content"]
+    assert worker["metadata"]["subagent_trajectory_ref"] == results["call_worker"]["subagent_trajectory_ref"]
+    assert worker["metadata"]["atif_result_extra"] == results["call_worker"]["extra"]
+    assert worker["metadata"]["reasoning"] == step["reasoning_content"]
+    assert worker["metadata"]["thought"] == step["message"]
+    assert (worker["metadata"]["reasoning_effort"], worker["metadata"]["llm_call_count"]) == (
+        step["reasoning_effort"],
+        step["llm_call_count"],
+    )
+    assert root["turns"][2]["action"] == MULTIAGENT["steps"][2]["message"]
+
+
+@pytest.mark.parametrize("key", ["trajectory_id", "session_id"])
+def test_either_identity_makes_a_document_atif(key: str) -> None:
+    """v1.7 made `session_id` optional: a document with only a `trajectory_id` is ATIF too."""
+    record = {
+        k: v for k, v in MULTIAGENT.items() if k not in ("trajectory_id", "session_id", "schema_version")
+    }
+    assert not atif.looks_like(record)
+    assert atif.looks_like({**record, key: MULTIAGENT[key]})
+
+
 def test_real_atif_files_keep_tools_reasoning_and_their_domain(tmp_path: Path) -> None:
     summary = CleanRun([str(ATIF)], tmp_path / "out", CleanConfig()).run()
-    assert summary["accepted"] == 3, summary
+    assert summary["accepted"] == len(FILES), summary
     by_name = {t.source.uri.split("#")[0].rsplit("/", 1)[-1]: t for t in iter_trajectories(tmp_path / "out")}
 
     openhands = by_name["openhands_hello-world.trajectory.json"]

@@ -1,0 +1,1 @@
+"""Writers from trajectory datasets into the community's interchange formats (docs/interchange.md)."""
