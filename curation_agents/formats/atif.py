@@ -25,6 +25,8 @@ from curation_agents.formats.common import as_dict, as_list, as_str, content_tex
 from curation_agents.model import ParsedRecord, RawTurn, StageFailure
 from schemas.reasons import ReasonCode
 
+TERMINUS_TOOL = "bash_command"
+"""The tool Terminus-2 names its keystroke batches by when it writes them as tool calls."""
 EXTENSION = "worldline"
 """The key of worldline's own object inside ATIF `extra` (root and step), written by the exporter."""
 SUBAGENT_OF = "atif_subagent_of"
@@ -86,6 +88,32 @@ def _keystrokes(calls: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
             }
         )
     return keys
+
+
+def _terminus_batch(message: str) -> tuple[str, dict[str, Any]] | None:
+    """(keystrokes JSON, metadata) of a Terminus reply written as the step's message instead of as
+    tool calls (`{"analysis", "plan", "commands": [{"keystrokes", "duration"}], "task_complete"}`)."""
+    if not message.lstrip().startswith("{"):
+        return None
+    try:
+        reply = json.loads(message)
+    except (ValueError, RecursionError):
+        return None
+    commands = reply.get("commands") if isinstance(reply, dict) else None
+    if not isinstance(commands, list) or not commands:
+        return None
+    keys = _keystrokes([{"arguments": c} for c in commands])
+    if keys is None:
+        return None
+    said = "\n".join(
+        f"{label}: {reply[key]}"
+        for key, label in (("analysis", "Analysis"), ("plan", "Plan"))
+        if reply.get(key)
+    )
+    meta: dict[str, Any] = {"thought": said} if said else {}
+    if isinstance(reply.get("task_complete"), bool):
+        meta["task_complete"] = reply["task_complete"]
+    return json.dumps(keys, ensure_ascii=False), meta
 
 
 def _step_notes(step: dict[str, Any]) -> dict[str, Any]:
@@ -164,6 +192,19 @@ def step_turns(step: dict[str, Any]) -> list[RawTurn]:
     }
     thought = {"thought": message} if message else {}
     if not calls:
+        batch = None if own else _terminus_batch(message)
+        if batch is not None:
+            text, said = batch
+            return [
+                turn(
+                    text,
+                    "keystrokes",
+                    everything,
+                    tool_name=TERMINUS_TOOL,
+                    started_at=started,
+                    metadata={**said, **notes, **result_notes},
+                )
+            ]
         raw = turn(message, "empty", everything, started_at=started, metadata={**notes, **result_notes})
         return [_restore(raw, own, calls) if own else raw]
     keys = _keystrokes(calls)
@@ -217,20 +258,34 @@ def parse(obj: dict[str, Any]) -> ParsedRecord:
     task = ""
     system = None
     later_users: list[str] = []
+    notes: list[str] = []
+    refs: list[dict[str, Any]] = []
+    copied = 0
     turns: list[RawTurn] = []
     for step in obj["steps"]:
         if not isinstance(step, dict):
             continue
         source = step.get("source")
         message = content_text(step.get("message"))
+        if source in ("system", "user"):
+            # A harness step may hand work to sub-agents (Terminus's context summarization does).
+            results = as_list(as_dict(step.get("observation")).get("results"))
+            refs += [x for r in results for x in as_list(as_dict(r).get("subagent_trajectory_ref"))]
         if source == "system":
-            system = message if system is None else system  # later system steps are harness notes
+            if system is None and not turns:
+                system = message
+            else:
+                notes.append(message)  # later system steps are harness notes
             continue
         if source == "user":
             if not task and not turns:
                 task = message
             else:
                 later_users.append(message)
+            continue
+        if step.get("is_copied_context") is True:
+            # Copied from the trajectory this one continues (ATIF-v1.5): its turns are there already.
+            copied += 1
             continue
         turns.extend(step_turns(step))
     own = as_dict(as_dict(obj.get("extra")).get(EXTENSION))
@@ -266,6 +321,9 @@ def parse(obj: dict[str, Any]) -> ParsedRecord:
             "parent_agent": parent.get("agent"),
             "parent_locator": parent.get("locator"),
             "later_user_messages": json.dumps(later_users, ensure_ascii=False) if later_users else None,
+            "later_system_messages": json.dumps(notes, ensure_ascii=False) if notes else None,
+            "subagent_trajectory_ref": [r for r in refs if isinstance(r, dict)] or None,
+            "copied_context_steps": copied or None,
             "initial_state": as_str(own.get("initial_state")),
             "demonstrations": as_str(own.get("demonstrations")),
             "simulation_instruction": as_str(own.get("simulation_instruction")),

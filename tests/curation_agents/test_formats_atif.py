@@ -29,6 +29,8 @@ OPENHANDS = json.loads((ATIF / "openhands_hello-world.trajectory.json").read_tex
 TERMINUS = json.loads((ATIF / "terminus-2_hello-world-invalid-json.trajectory.json").read_text())
 MULTIAGENT_FILE = ATIF / "fast-agent_harbor_multiagent_v1_7.json"
 MULTIAGENT = json.loads(MULTIAGENT_FILE.read_text())
+LINEAR = ATIF / "terminus-2_hello-world-context-summarization-linear-history.trajectory.json"
+LINEAR_CONT = ATIF / "terminus-2_hello-world-context-summarization-linear-history.trajectory.cont-1.json"
 FILES = sorted(ATIF.glob("*.json"))
 
 sys.path.insert(0, str(FIXTURES / "harbor" / "atif_model"))
@@ -80,7 +82,7 @@ def test_a_browser_agent_trace_is_web_not_mcp(tmp_path: Path) -> None:
 
 def test_the_fixtures_are_valid_atif_by_harbors_model() -> None:
     versions = {HarborTrajectory.model_validate_json(p.read_text()).schema_version for p in FILES}
-    assert versions == {"ATIF-v1.5", "ATIF-v1.7"}
+    assert versions == {"ATIF-v1.5", "ATIF-v1.6", "ATIF-v1.7"}
 
 
 def test_summary_reconciles_and_a_subagent_is_a_record_of_its_own(tmp_path: Path) -> None:
@@ -129,6 +131,34 @@ def test_v1_7_identities_extras_and_subagent_links() -> None:
         step["llm_call_count"],
     )
     assert root["turns"][2]["action"] == MULTIAGENT["steps"][2]["message"]
+
+
+def test_a_continued_trajectory_and_its_handoff_to_subagents() -> None:
+    """Terminus-2's context summarization: a system step hands the context to three sub-agents (their
+    files named by `trajectory_path`), the run goes on in `trajectory.cont-1.json`, which starts with
+    steps copied from the first file (`is_copied_context`); replies are Terminus JSON messages."""
+    first_doc = json.loads(LINEAR.read_text())
+    cont_doc = json.loads(LINEAR_CONT.read_text())
+    first, cont = atif.parse(first_doc), atif.parse(cont_doc)
+    assert first["metadata"]["continued_trajectory_ref"] == first_doc["continued_trajectory_ref"]
+    (handoff,) = [s for s in first_doc["steps"] if s["source"] == "system"]
+    assert first["system_prompt"] is None  # a system step after the turns is a harness note
+    assert json.loads(first["metadata"]["later_system_messages"]) == [handoff["message"]]
+    refs = handoff["observation"]["results"][0]["subagent_trajectory_ref"]
+    assert first["metadata"]["subagent_trajectory_ref"] == refs and len(refs) == 3
+    copied = [s for s in cont_doc["steps"] if s.get("is_copied_context")]
+    acting = [s for s in cont_doc["steps"] if s["source"] == "agent" and not s.get("is_copied_context")]
+    assert cont["metadata"]["copied_context_steps"] == len([s for s in copied if s["source"] == "agent"])
+    assert len(cont["turns"]) == len(acting)
+    for raw, step in zip(cont["turns"], acting, strict=True):
+        reply = json.loads(step["message"])
+        if reply["commands"]:
+            assert raw["action_kind"] == "keystrokes" and json.loads(raw["action"]) == reply["commands"]
+            assert raw["metadata"]["thought"] == f"Analysis: {reply['analysis']}\nPlan: {reply['plan']}"
+        else:  # the closing replies send nothing
+            assert raw["action_kind"] == "empty"
+        assert raw["observation"] == step["observation"]["results"][0]["content"]
+    assert cont["task"] == first["task"]  # the copied first user step
 
 
 @pytest.mark.parametrize("key", ["trajectory_id", "session_id"])
