@@ -102,7 +102,7 @@ def check_tools(domain: Domain, space: ActionSpace, turns: list[RawTurn], declar
 
 # Parts of the system prompt a parser found in the source (ParsedRecord metadata): they go to the
 # trajectory's own fields, not to its metadata.
-_SYSTEM_PROMPT_PARTS = frozenset({"initial_state", "demonstrations"})
+_SYSTEM_PROMPT_PARTS = frozenset({"initial_state", "demonstrations", "simulation_instruction"})
 
 # Enum members by value: a dict lookup per turn instead of an Enum call (several times slower).
 _ACTION_KINDS = {kind.value: kind for kind in ActionKind}
@@ -184,6 +184,7 @@ def align_episode(
         turns=[_turn(t) for t in turns],
         initial_state=parsed.get("metadata", {}).get("initial_state") or None,
         demonstrations=parsed.get("metadata", {}).get("demonstrations") or None,
+        simulation_instruction=parsed.get("metadata", {}).get("simulation_instruction") or None,
         status=status,
         status_reason=parsed.get("status_reason") if status != TrajectoryStatus.COMPLETE else None,
         metadata=meta,
