@@ -17,6 +17,7 @@ from curation_agents.align import align_episode
 from curation_agents.denoise import normalise_record, redact_record
 from curation_agents.formats import (
     Format,
+    adp,
     agentworldbench,
     androidworld,
     atif,
@@ -99,6 +100,7 @@ def parse_payload(fmt: str, payload: Any, config: CleanConfig) -> ParsedRecord:
         Format.SHAREGPT: chat.parse_sharegpt,
         Format.OPENHANDS: openhands.parse,
         Format.ATIF: atif.parse,
+        Format.ADP: adp.parse,
         Format.HARBOR: harbor.parse,
         Format.AGENTWORLDBENCH: agentworldbench.parse,
         Format.WEBARENA: webarena.parse,

@@ -18,6 +18,7 @@ from typing import Any
 
 from curation_agents.formats import (
     Format,
+    adp,
     androidworld,
     atif,
     chat,
@@ -187,6 +188,8 @@ def classify(obj: Any) -> Format:
         return Format.MINI_SWE_AGENT
     if atif.looks_like(obj):
         return Format.ATIF
+    if adp.looks_like(obj):
+        return Format.ADP
     if chat.looks_like_openai(obj) or chat.is_message_list(obj):
         return Format.OPENAI_MESSAGES
     if chat.looks_like_sharegpt(obj):

@@ -1,4 +1,4 @@
-"""Data in and out of trajectory datasets: `show`, `export jsonl|agentworldbench|atif`, `import agentworldbench`.
+"""Data in and out of trajectory datasets: `show`, `export jsonl|agentworldbench|atif|adp`, `import agentworldbench`.
 
 Every command streams (trajectory by trajectory, line by line), so datasets larger than memory work,
 and every failure is one line naming the file, the record and the field; never a traceback.
@@ -277,6 +277,42 @@ def export_atif(
     except (ShardError, OSError) as exc:
         raise _fail(str(exc)) from None
     err_console.print(f"wrote {report.trajectories} ATIF trajectories ({report.steps} steps) to {out}")
+
+
+@export_app.command("adp")
+def export_adp(
+    path: Annotated[Path, typer.Argument(help="A dataset directory or Parquet part.")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="A .jsonl file for one ADP record per line (replaced atomically)."),
+    ],
+    progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
+) -> None:
+    """Write Agent Data Protocol (ADP 1.5.0) standardised records, one per trajectory; fields ADP has
+    no place for travel in `details.worldline`, so `worldline clean` reads them back whole."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pipelines.interchange.adp import write_adp
+
+    try:
+        total = sum(pq.ParquetFile(f).metadata.num_rows for f in dataset_files(path))
+    except (ShardError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    bar = Progress(
+        TextColumn("[bold]export adp[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not progress,
+    )
+    try:
+        with bar:
+            task = bar.add_task("", total=total)
+            report = write_adp(_stream(path), out, on_written=lambda: bar.advance(task))
+    except (ShardError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    err_console.print(f"wrote {report.trajectories} ADP records ({report.items} items) to {out}")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class Format(StrEnum):
     MCPMARK = "mcpmark-task"
     MCP_UNIVERSE = "mcp-universe-trace"
     TOOLATHLON = "toolathlon-traj"
+    ADP = "adp-standardized"  # Agent Data Protocol standardised records
     UNKNOWN = "unknown"
 
 
