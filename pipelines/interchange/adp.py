@@ -36,10 +36,15 @@ def _action(turn: Turn, call_id: str | None) -> dict[str, Any]:
     base: dict[str, Any] = {}
     if call_id is not None:
         base["tool_call_id"] = call_id
+    for key, field in (("reasoning", "reasoning_content"), ("reward", "reward")):
+        value = turn.metadata.get(key)
+        if isinstance(value, str if key == "reasoning" else (int, float)) and not isinstance(value, bool):
+            base[field] = value
     thought = turn.metadata.get("thought")
     description = thought if isinstance(thought, str) else None
     if action.kind == ActionKind.MESSAGE:
-        return {"class_": "message_action", "content": action.text, "description": description}
+        base.pop("tool_call_id", None)
+        return {**base, "class_": "message_action", "content": action.text, "description": description}
     if action.kind in (ActionKind.COMMAND, ActionKind.CODE):
         language = turn.metadata.get("language")
         if not isinstance(language, str):

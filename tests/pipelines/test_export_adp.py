@@ -13,9 +13,25 @@ from schemas import iter_trajectories
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "adp"
 ITEM_KEYS = {
-    "api_action": {"class_", "function", "kwargs", "description", "tool_call_id"},
-    "code_action": {"class_", "language", "content", "description", "tool_call_id"},
-    "message_action": {"class_", "content", "description"},
+    "api_action": {
+        "reasoning_content",
+        "reward",
+        "class_",
+        "function",
+        "kwargs",
+        "description",
+        "tool_call_id",
+    },
+    "code_action": {
+        "reasoning_content",
+        "reward",
+        "class_",
+        "language",
+        "content",
+        "description",
+        "tool_call_id",
+    },
+    "message_action": {"reasoning_content", "reward", "class_", "content", "description"},
     "text_observation": {"class_", "content", "name", "source", "tool_call_id"},
     "web_observation": {
         "class_",
@@ -89,3 +105,14 @@ def test_cli_exports_a_dataset_and_clean_reads_it_back(tmp_path: Path) -> None:
     summary = CleanRun([str(out)], tmp_path / "again", CleanConfig()).run()
     assert summary["records_in"] == 2 == summary["accepted"] + summary["quarantined"]
     assert summary["accepted"] == 2
+
+
+def test_reasoning_and_reward_travel_in_the_action(tmp_path: Path) -> None:
+    CleanRun([str(ROOT / "toucan_1_5m.json")], tmp_path / "o", CleanConfig()).run()
+    (traj,) = iter_trajectories(tmp_path / "o")
+    traj.turns[0].metadata.update({"reasoning": "compare the sources first", "reward": 0.5})
+    record = trajectory_to_adp(traj)
+    call = record["content"][1]
+    assert (call["reasoning_content"], call["reward"]) == ("compare the sources first", 0.5)
+    back = adp.parse(record)["turns"][0]["metadata"]
+    assert (back["reasoning"], back["reward"]) == ("compare the sources first", 0.5)
