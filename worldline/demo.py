@@ -32,8 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCAL_DOMAINS = ("terminal", "swe", "mcp", "search", "web", "os")
 ALL_DOMAINS = (*LOCAL_DOMAINS, "android")
 # Tasks per domain by default: GUI episodes cost seconds each, the others a fraction of one.
-DEFAULT_TASKS = {"terminal": 24, "swe": 12, "mcp": 24, "search": 24, "web": 10, "os": 6, "android": 6}
-CONCURRENCY = {"terminal": 4, "swe": 3, "mcp": 3, "search": 4, "web": 2, "os": 1, "android": 1}
+DEFAULT_TASKS = {"terminal": 36, "swe": 12, "mcp": 30, "search": 120, "web": 10, "os": 6, "android": 6}
+CONCURRENCY = {"terminal": 4, "swe": 3, "mcp": 3, "search": 2, "web": 2, "os": 1, "android": 1}
+EVAL_SET = (
+    ROOT / "worldline" / "samples"
+)  # the AgentWorldBench samples every demo build decontaminates against
 EXAMPLES = {d: ROOT / "collectors" / "tasks" / f"{d}_examples.jsonl" for d in ALL_DOMAINS}
 
 
@@ -231,7 +234,7 @@ class Demo:
             args += ["--in", str(path)]
         args += [
             "--eval",
-            str(ROOT / "worldline" / "samples"),
+            str(EVAL_SET),
             "--out",
             str(self.plan.out / "pools"),
             "--overwrite",
@@ -294,18 +297,23 @@ class Demo:
                 ],
             )
             predictions = out / "judge" / "predictions.jsonl"
-            step = Step("world-model predictions on the eval export")
+            # The eval pool's export when the build made one; else the evaluation set the build
+            # decontaminated against (the demo's config sends its collected tasks to SFT / RL only).
+            reference = pools if eval_samples(pools) else EVAL_SET
+            step = Step(
+                f"world-model predictions on {'the eval export' if reference == pools else 'the eval set'}"
+            )
             self.steps.append(step)
             try:
                 started = time.monotonic()
-                n = write_predictions(pools, predictions, limit=6)
+                n = write_predictions(reference, predictions, limit=6)
                 step.status, step.seconds, step.detail = "ok", time.monotonic() - started, f"{n} predictions"
             except Exception as exc:  # the endpoint's failure is the step's outcome, not the demo's
                 step.status, step.detail = "failed", f"{type(exc).__name__}: {exc}"
             if step.status == "ok":
                 self.run(
                     "judge the predictions",
-                    ["judge", str(predictions), "--reference", str(pools), "--out", str(out / "judge")],
+                    ["judge", str(predictions), "--reference", str(reference), "--out", str(out / "judge")],
                 )
         data = self.collected.get("terminal")
         if data is not None:
@@ -353,16 +361,23 @@ class Demo:
         return self.steps
 
 
-def write_predictions(pools: Path, target: Path, *, limit: int) -> int:
-    """Ask the world model (role world_model) for the first `limit` evaluation samples' observations."""
+def eval_samples(source: Path) -> list[Path]:
+    """The AgentWorldBench files of `source`: a pools OUT's eval export, or a folder of sample files."""
+    exports = source / "exports" / "agentworldbench"
+    files = sorted(exports.glob("*.jsonl")) if exports.is_dir() else sorted(source.glob("*.jsonl"))
+    return [f for f in files if f.stat().st_size > 0]
+
+
+def write_predictions(source: Path, target: Path, *, limit: int) -> int:
+    """Ask the world model (role world_model) for the first `limit` evaluation samples' observations;
+    `source` is a pools OUT (its eval export) or a folder of AgentWorldBench sample files."""
     from schemas.agentworldbench.io import read_samples
     from schemas.worldmodel import evaluator_messages
     from worldline.llm import SyncLLMClient
 
-    exports = sorted((pools / "exports").glob("agentworldbench/*.jsonl"))
-    samples = [s for path in exports for s in read_samples(path)][:limit]
+    samples = [s for path in eval_samples(source) for s in read_samples(path)][:limit]
     if not samples:
-        raise ValueError(f"{pools}/exports/agentworldbench holds no evaluation samples")
+        raise ValueError(f"{source} holds no AgentWorldBench evaluation samples")
     target.parent.mkdir(parents=True, exist_ok=True)
     client = SyncLLMClient()
     rows = []
