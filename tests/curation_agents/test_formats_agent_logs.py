@@ -72,13 +72,24 @@ def _source_turns(path: Path, record: Any) -> int:
         )
     if path.parent == ATIF:
         # A step's calls are its actions, except that a batch of Terminus keystrokes (answered by one
-        # terminal screen) is one action.
-        def actions(calls: list[dict[str, Any]]) -> int:
-            batch = calls and all(set(c["arguments"]) <= {"keystrokes", "duration"} for c in calls)
+        # terminal screen) is one action; a Terminus reply written as a JSON message (no calls) with
+        # a non-empty `commands` list is such a batch too. Steps copied in from an earlier file
+        # (`is_copied_context`) were counted there.
+        def actions(step: dict[str, Any]) -> int:
+            calls = step.get("tool_calls") or []
+            if not calls:
+                try:
+                    reply = json.loads(step.get("message") or "")
+                except (TypeError, ValueError):
+                    return 0
+                return 1 if isinstance(reply, dict) and reply.get("commands") else 0
+            batch = all(set(c["arguments"]) <= {"keystrokes", "duration"} for c in calls)
             return 1 if batch else len(calls)
 
         return sum(
-            actions(step.get("tool_calls") or []) for step in record["steps"] if step["source"] == "agent"
+            actions(step)
+            for step in record["steps"]
+            if step["source"] == "agent" and not step.get("is_copied_context")
         )
     raise AssertionError(path)
 

@@ -8,12 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
+
+from schemas.shards import iter_trajectories
+from tests.worldline.test_notebook import NOTEBOOK, kernel_spec
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
-def test_reduced_demo_runs_every_step_and_reports_the_android_skip(tmp_path: Path) -> None:
+def test_reduced_demo_runs_every_step_and_reports_the_android_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "demo"
     command = [sys.executable, "-m", "worldline", "demo", "--out", str(out)]
     command += ["--domains", "terminal,android", "--tasks-per-domain", "3"]
@@ -34,6 +41,17 @@ def test_reduced_demo_runs_every_step_and_reports_the_android_skip(tmp_path: Pat
     assert summary["pools"]["counts"]["records_in"] >= 3
     assert (out / "pools" / "report.html").stat().st_size > 100_000
     assert "next: open" in done.stdout and "report.html" in done.stdout
+
+    # The browsing notebook runs on what the demo collected (several terminal trajectories).
+    collected = out / "collected" / "terminal"
+    monkeypatch.setenv("WORLDLINE_DATASET", str(collected))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, kernel_name=kernel_spec(tmp_path, monkeypatch), timeout=180).execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    longest = max(iter_trajectories(collected), key=lambda t: t.num_turns)
+    card = code[5].outputs[0]["data"]["text/html"]
+    assert card.count('class="wl-turn"') == longest.num_turns
 
 
 def test_demo_refuses_to_wipe_a_folder_that_is_not_a_demo(tmp_path: Path) -> None:

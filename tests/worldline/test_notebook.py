@@ -15,6 +15,10 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "notebooks" / "browse.
 
 @pytest.fixture
 def kernel_in_this_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    return kernel_spec(tmp_path, monkeypatch)
+
+
+def kernel_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A `python3` kernelspec that runs this interpreter, found before any system-wide one.
 
     A fresh machine may have no kernelspec at all, or one for another Python without worldline; a
