@@ -21,6 +21,17 @@ def replay(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Trajectories replayed at once.")
     ] = 1,
+    ground: Annotated[
+        Path | None,
+        typer.Option(
+            "--ground",
+            help="Re-ground public traces: a tasks file giving their initial state; writes grounding.parquet.",
+        ),
+    ] = None,
+    task_id: Annotated[
+        str | None,
+        typer.Option("--task-id", help="With --ground: the one task every trajectory starts from."),
+    ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> None:
     """Replay each trajectory's recorded actions TIMES times from its initial state in fresh sandboxes
@@ -30,6 +41,19 @@ def replay(
     from collectors.replay import replay as run_replay
 
     console = Console(stderr=True)
+    if ground is not None:
+        from collectors.grounding import GROUNDING_NAME, ground_report
+        from collectors.grounding import ground as run_ground
+
+        try:
+            results = run_ground(source, out, ground, task_id)
+        except (TaskError, ValueError) as exc:
+            console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(2) from exc
+        for line in ground_report(results):
+            typer.echo(line)
+        typer.echo(f"grounding: {out / GROUNDING_NAME}")
+        return
     bar = Progress(
         TextColumn("[bold]replay[/]"),
         BarColumn(),
