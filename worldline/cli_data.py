@@ -7,9 +7,9 @@ and every failure is one line naming the file, the record and the field; never a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated, TypeVar, cast
 
 import pyarrow.parquet as pq
 import typer
@@ -30,6 +30,8 @@ from schemas.agentworldbench import (
 )
 from schemas.render import TEXT_CLIP_CHARS
 from schemas.shards import dataset_files
+
+R = TypeVar("R")
 
 console = Console()
 err_console = Console(stderr=True, highlight=False)
@@ -239,6 +241,33 @@ def export_awb(
         err_console.print(f"skipped {report.skipped_empty} trajectories without turns (nothing to evaluate)")
 
 
+def _write_with_progress(
+    label: str, path: Path, progress: bool, write: Callable[[Callable[[], None]], R]
+) -> R:
+    """Run `write(advance)` over the trajectories of `path` with a progress bar counting them on stderr;
+    an unreadable dataset or a failed write is one line naming it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    try:
+        total = sum(pq.ParquetFile(f).metadata.num_rows for f in dataset_files(path))
+    except (ShardError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    bar = Progress(
+        TextColumn(f"[bold]{label}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not progress,
+    )
+    try:
+        with bar:
+            task = bar.add_task("", total=total)
+            return write(lambda: bar.advance(task))
+    except (ShardError, OSError) as exc:
+        raise _fail(str(exc)) from None
+
+
 @export_app.command("atif")
 def export_atif(
     path: Annotated[Path, typer.Argument(help="A dataset directory or Parquet part.")],
@@ -254,28 +283,11 @@ def export_atif(
 ) -> None:
     """Write ATIF-v1.7 trajectories (Harbor's Agent Trajectory Interchange Format), one per trajectory;
     fields ATIF has no place for travel in `extra.worldline`, so `worldline clean` reads them back whole."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from pipelines.interchange.atif import write_atif
 
-    try:
-        total = sum(pq.ParquetFile(f).metadata.num_rows for f in dataset_files(path))
-    except (ShardError, OSError) as exc:
-        raise _fail(str(exc)) from None
-    bar = Progress(
-        TextColumn("[bold]export atif[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=not progress,
+    report = _write_with_progress(
+        "export atif", path, progress, lambda done: write_atif(_stream(path), out, on_written=done)
     )
-    try:
-        with bar:
-            task = bar.add_task("", total=total)
-            report = write_atif(_stream(path), out, on_written=lambda: bar.advance(task))
-    except (ShardError, OSError) as exc:
-        raise _fail(str(exc)) from None
     err_console.print(f"wrote {report.trajectories} ATIF trajectories ({report.steps} steps) to {out}")
 
 
@@ -290,28 +302,11 @@ def export_adp(
 ) -> None:
     """Write Agent Data Protocol (ADP 1.5.0) standardised records, one per trajectory; fields ADP has
     no place for travel in `details.worldline`, so `worldline clean` reads them back whole."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from pipelines.interchange.adp import write_adp
 
-    try:
-        total = sum(pq.ParquetFile(f).metadata.num_rows for f in dataset_files(path))
-    except (ShardError, OSError) as exc:
-        raise _fail(str(exc)) from None
-    bar = Progress(
-        TextColumn("[bold]export adp[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=not progress,
+    report = _write_with_progress(
+        "export adp", path, progress, lambda done: write_adp(_stream(path), out, on_written=done)
     )
-    try:
-        with bar:
-            task = bar.add_task("", total=total)
-            report = write_adp(_stream(path), out, on_written=lambda: bar.advance(task))
-    except (ShardError, OSError) as exc:
-        raise _fail(str(exc)) from None
     err_console.print(f"wrote {report.trajectories} ADP records ({report.items} items) to {out}")
 
 
