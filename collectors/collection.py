@@ -647,7 +647,7 @@ def run_episode(
         simulation_instruction = reset.simulation_instruction or simulation_instruction
         metadata["initial_observation"] = reset.observation.text
         metadata.update(reset.info)
-        policy.begin(task, action_space, reset.observation)
+        policy.begin(task, action_space, reset.observation, env.domain.value)
         observation: Observation | None = None
         max_turns = task.max_turns or config.max_turns
         while True:

@@ -18,6 +18,7 @@ mix, the seed and the turn budget, and every turn records the behaviour it drew.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -30,7 +31,8 @@ from typing import Any, TypeVar
 from collectors.environment import Task
 from collectors.generators import vocab
 from collectors.policy_base import Decision, Policy, PolicyError
-from schemas import Action, ActionKind, ActionSpace, Observation, ToolSpec
+from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ToolSpec
+from schemas.domains import domain_spec, is_registered, registered_domains
 
 ENV_VAR = "WORLDLINE_EXPLORE"
 T = TypeVar("T")
@@ -1157,28 +1159,29 @@ class OSExplorer(Explorer):
 
 
 def explorer_domain(task: Task, space: ActionSpace) -> str:
-    """The domain an episode runs in, from the task's configuration object or its action space."""
-    for domain in ("mcp", "search", "web", "os", "android"):
-        if domain in task.config:
-            return domain
+    """The domain an episode runs in when the collector does not say: the registered domain whose
+    configuration object the task holds, else what the action space's tools show."""
+    for spec in registered_domains():
+        if spec.value in task.config:
+            return spec.value
     names = set(space.tool_names())
     if {"Read", "Edit", "Bash"} <= names:
-        return "swe"
+        return Domain.SWE.value
     if {"web_search", "web_extractor"} <= names:
-        return "search"
+        return Domain.SEARCH.value
     if "run_command" in names or not names:
-        return "terminal"
-    return "mcp"
+        return Domain.TERMINAL.value
+    return Domain.MCP.value
 
 
-EXPLORERS: dict[str, type[Explorer]] = {
-    "terminal": TerminalExplorer,
-    "swe": SWEExplorer,
-    "mcp": ToolExplorer,
-    "search": SearchExplorer,
-    "web": WebExplorer,
-    "os": OSExplorer,
-}
+def explorer_class(domain: str) -> type[Explorer] | None:
+    """The explorer of a registered domain (`DomainSpec.explorer`, `module:Class`), or None."""
+    target = domain_spec(domain).explorer if is_registered(domain) else ""
+    if not target:
+        return None
+    module_name, _, name = target.partition(":")
+    cls: type[Explorer] = getattr(importlib.import_module(module_name), name)
+    return cls
 
 
 class ExplorePolicy(Policy):
@@ -1198,7 +1201,9 @@ class ExplorePolicy(Policy):
         self.turns = 0
         self.settings: dict[str, Any] = {}
 
-    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
+    def begin(
+        self, task: Task, action_space: ActionSpace, first_observation: Observation, domain: str | None = None
+    ) -> None:
         env_cfg: dict[str, Any] = {}
         if os.environ.get(ENV_VAR):
             try:
@@ -1226,12 +1231,13 @@ class ExplorePolicy(Policy):
         rng = episode_rng(seed, task.id, self.sample_index)
         limit = min(self.max_turns, task.max_turns or self.max_turns, int(mix.max_turns))
         self.budget = rng.randint(min(int(mix.min_turns), limit), limit)
-        domain = explorer_domain(task, action_space)
-        if domain not in EXPLORERS:
+        domain = domain or explorer_domain(task, action_space)
+        explorer = explorer_class(domain)
+        if explorer is None:
             raise PolicyError(
                 f"task {task.id}: the explore policy has no explorer for the {domain} domain; use scripted or openai"
             )
-        self.explorer = EXPLORERS[domain](rng, mix, task, action_space)
+        self.explorer = explorer(rng, mix, task, action_space)
         self.explorer.observe(first_observation)
         self.turns = 0
         self.settings = {

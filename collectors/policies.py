@@ -36,7 +36,9 @@ class ScriptedPolicy(Policy):
         self._actions: list[Action] = []
         self._next = 0
 
-    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
+    def begin(
+        self, task: Task, action_space: ActionSpace, first_observation: Observation, domain: str | None = None
+    ) -> None:
         if not task.actions:
             raise PolicyError(f"task {task.id}: the scripted policy needs a non-empty 'actions' list")
         self._actions = [
@@ -97,7 +99,9 @@ class OpenAIPolicy(Policy):
         self.usage: Counter[str] = Counter()  # this episode's LLM use, recorded in the trajectory
         self.final_text = ""  # the model's answer without a tool call that ended the episode
 
-    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
+    def begin(
+        self, task: Task, action_space: ActionSpace, first_observation: Observation, domain: str | None = None
+    ) -> None:
         self._task_id = task.id
         self.tools = [
             {

@@ -40,8 +40,10 @@ class Policy(ABC):
     model: str | None = None
 
     @abstractmethod
-    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
-        """Start an episode."""
+    def begin(
+        self, task: Task, action_space: ActionSpace, first_observation: Observation, domain: str | None = None
+    ) -> None:
+        """Start an episode in `domain` (the collector's; None when the caller does not know it)."""
 
     @abstractmethod
     def next_action(self, observation: Observation | None) -> Decision:

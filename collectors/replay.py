@@ -33,6 +33,7 @@ from collectors.environment import Task, TaskError, load_tasks
 from collectors.policy_base import Decision, Policy
 from schemas import Action, ActionSpace, Observation
 from schemas.atomic import atomic_write_json
+from schemas.domains import domain_spec, is_registered
 from schemas.shards import iter_trajectories, sha256_file, write_trajectories
 from schemas.span_labels import (
     SPAN_LABELS_NAME,
@@ -43,12 +44,6 @@ from schemas.span_labels import (
 )
 from schemas.trajectory import Trajectory, TrajectoryStatus, Turn
 
-REPLAYABLE = frozenset({"terminal", "swe", "mcp", "search"})
-NOT_REPLAYABLE = {
-    "web": "the site's state is not reproducible from the task alone (live pages, server-side sessions)",
-    "os": "the desktop application's state is not rebuilt from the task alone",
-    "android": "the device's state is not rebuilt from the task alone",
-}
 MANIFEST_KIND = "worldline.replay"
 
 
@@ -61,7 +56,9 @@ class RecordedActionsPolicy(Policy):
         self._actions = list(actions)
         self._next = 0
 
-    def begin(self, task: Task, action_space: ActionSpace, first_observation: Observation) -> None:
+    def begin(
+        self, task: Task, action_space: ActionSpace, first_observation: Observation, domain: str | None = None
+    ) -> None:
         self._next = 0
 
     def next_action(self, observation: Observation | None) -> Decision:
@@ -167,8 +164,11 @@ def recorded_task(trajectory: Trajectory, tasks_path: Path | None = None) -> tup
 def replayability(trajectory: Trajectory) -> str | None:
     """Why a trajectory cannot be replayed, or None when it can."""
     domain = trajectory.domain.value
-    if domain not in REPLAYABLE:
-        return NOT_REPLAYABLE.get(domain, f"the {domain} domain has no replay")
+    refusal = (
+        domain_spec(domain).not_replayable if is_registered(domain) else f"the {domain} domain has no replay"
+    )
+    if refusal:
+        return refusal
     if not trajectory.turns:
         return "no turns recorded"
     if (

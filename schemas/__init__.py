@@ -1,6 +1,6 @@
 """The unified environment trajectory schema: the one currency every part of worldline speaks."""
 
-from schemas import render as render  # registers the notebook view of a Trajectory (HTML_VIEW)
+from schemas import view as view  # registers the notebook view of a Trajectory (HTML_VIEW)
 from schemas.domains import (
     GUI_DOMAINS,
     TOOL_DOMAINS,

@@ -101,6 +101,20 @@ class DomainSpec:
     classifier_hint: str = ""
     """What the cleaner's LLM domain classifier is told a trace of this domain looks like."""
     signals: DomainSignals = field(default_factory=DomainSignals)
+    generator: str = ""
+    """Dotted name of the module of its seeded task generator (collectors/generators); empty when none."""
+    explorer: str = ""
+    """`module:Class` of the explore policy's explorer for this domain (collectors/explore.py);
+    empty when the explore policy has none."""
+    not_replayable: str = ""
+    """Why `worldline replay` does not replay this domain's trajectories; empty when it does."""
+    local: bool = True
+    """Its collector runs on this machine alone (sandboxes, local servers); False when it needs an
+    outside device, as Android does. `make demo` collects the local domains."""
+    demo_tasks: int = 6
+    """How many of its example tasks `make demo` collects by default."""
+    demo_jobs: int = 1
+    """How many of those `make demo` collects at once (`-j`)."""
 
     def __post_init__(self) -> None:
         if not self.judge_prompt:
@@ -138,11 +152,13 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         ActionKind.TOOL_CALL, "collectors.mcp",
         per_trajectory_tools=True, rule_verifier=True, classifier_hint="JSON tool calls to tool servers",
         signals=DomainSignals(generic_tools=True),
+        generator="collectors.generators.mcp", explorer="collectors.explore:ToolExplorer", demo_tasks=30, demo_jobs=3,
     ),
     DomainSpec(
         Domain.SEARCH.value, "Search", "a web search engine, a page extractor and a key-value memory",
         ActionKind.TOOL_CALL, "collectors.search",
         classifier_hint="web_search / page extraction", signals=DomainSignals(only_tools=_SEARCH_TOOLS),
+        generator="collectors.generators.search", explorer="collectors.explore:SearchExplorer", demo_tasks=120, demo_jobs=2,
     ),
     DomainSpec(
         Domain.TERMINAL.value, "Terminal", "a Linux terminal driven by keystrokes, including its prompt",
@@ -153,27 +169,34 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         ),
         classifier_hint="shell sessions",
         signals=DomainSignals(only_tools=_SHELL_TOOLS, likely_action_kind=ActionKind.COMMAND),
+        generator="collectors.generators.terminal", explorer="collectors.explore:TerminalExplorer", demo_tasks=36, demo_jobs=4,
     ),
     DomainSpec(
         Domain.SWE.value, "Software Engineering", "a code repository: file reads, edits and command output",
         ActionKind.TOOL_CALL, "collectors.swe",
         per_trajectory_tools=True, action_form=ActionForm.TOOL_CALL, rule_verifier=True,
         classifier_hint="reading, editing and testing a code repository", signals=DomainSignals(any_tool=_SWE_TOOLS),
+        generator="collectors.generators.swe", explorer="collectors.explore:SWEExplorer", demo_tasks=12, demo_jobs=3,
     ),
     DomainSpec(
         Domain.ANDROID.value, "Android", "an Android device screen after taps, swipes and typing",
-        ActionKind.GUI, "collectors.android", gui=True,
+        ActionKind.GUI, "collectors.android", gui=True, local=False,
+        not_replayable="the device's state is not rebuilt from the task alone",
     ),
     DomainSpec(
         Domain.WEB.value, "Web", "a browser page as its accessibility tree after BrowserGym actions",
         ActionKind.GUI, "collectors.web", gui=True, observation_format=ObservationFormat.AXTREE,
         first_prompt_state=True, classifier_hint="browser actions on an accessibility tree",
         signals=DomainSignals(action_kind=ActionKind.GUI, any_tool=_BROWSER_TOOLS, tool_prefixes=_BROWSER_TOOL_PREFIXES),
+        generator="collectors.generators.web", explorer="collectors.explore:WebExplorer", demo_tasks=10, demo_jobs=2,
+        not_replayable="the site's state is not reproducible from the task alone (live pages, server-side sessions)",
     ),
     DomainSpec(
         Domain.OS.value, "Desktop", "a desktop as its accessibility tree after mouse and keyboard actions",
         ActionKind.CODE, "collectors.os_desktop", gui=True, observation_format=ObservationFormat.AXTREE,
         action_language="python", classifier_hint="desktop GUI automation",
+        generator="collectors.generators.os_desktop", explorer="collectors.explore:OSExplorer",
+        not_replayable="the desktop application's state is not rebuilt from the task alone",
     ),
 )
 # fmt: on

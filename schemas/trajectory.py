@@ -560,7 +560,7 @@ class Trajectory:
 
 
 HTML_VIEW: list[Callable[[Trajectory], str]] = []
-"""The notebook view of a trajectory: `schemas.render` puts its `trajectory_html` here when it is
+"""The notebook view of a trajectory: `schemas.view` puts its `trajectory_html` here when it is
 imported (the `schemas` package imports it), so this module needs no import of the renderer."""
 
 

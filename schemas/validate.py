@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.domains import registered_domains
+from schemas.jsonl import json_lines
 from schemas.shards import ShardError, check_file_schema, shard_files
 from schemas.trajectory import (
     SCHEMA_MAJOR,
@@ -290,21 +291,18 @@ def validate_jsonl(path: Path, *, seen_ids: set[str] | None = None) -> Iterator[
     """Problems in a trajectory JSONL file (the `worldline export jsonl` format)."""
     file = str(path)
     with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
+        for line in json_lines(fh):
+            lineno = line.lineno
+            if isinstance(line.error, UnicodeDecodeError):
+                message = f"line is not valid UTF-8 ({line.error.reason})"
+                yield Problem(file, lineno, None, "(line)", "invalid_utf8", message)
                 continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
+            if isinstance(line.error, json.JSONDecodeError):
                 yield Problem(
-                    file, lineno, None, "(line)", "invalid_utf8", f"line is not valid UTF-8 ({exc.reason})"
+                    file, lineno, None, "(line)", "invalid_json", f"not valid JSON ({line.error.msg})"
                 )
                 continue
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield Problem(file, lineno, None, "(line)", "invalid_json", f"not valid JSON ({exc.msg})")
-                continue
+            rec = line.value
             if not isinstance(rec, dict):
                 yield Problem(file, lineno, None, "(line)", "invalid_json", "each line must be a JSON object")
                 continue

@@ -28,8 +28,8 @@ from schemas.agentworldbench import (
     export_agentworldbench,
     read_samples,
 )
-from schemas.render import TEXT_CLIP_CHARS
 from schemas.shards import dataset_files
+from schemas.view import TEXT_CLIP_CHARS
 
 R = TypeVar("R")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.minhash import NearDuplicateIndex, exact_key, normalise, signatures
-from schemas import ActionKind, Trajectory, iter_trajectories
+from schemas import GUI_DOMAINS, ActionKind, Trajectory, iter_trajectories
 
 NEAR_DUPLICATE_THRESHOLD = 0.8
 NUM_PERM = 128
@@ -59,7 +59,7 @@ def action_label(domain: str, kind: str, text: str, tool: str | None) -> str:
             return f"{obj.get('action')}:{obj.get('role')}"
         except (json.JSONDecodeError, AttributeError):
             return "gui"
-    if domain in ("web", "os", "android") and match:
+    if domain in GUI_DOMAINS and match:
         return match.group(1)
     return program_of(text)
 

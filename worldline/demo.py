@@ -28,12 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from schemas.domains import domain_spec, registered_domains
+
 ROOT = Path(__file__).resolve().parents[1]
-LOCAL_DOMAINS = ("terminal", "swe", "mcp", "search", "web", "os")
-ALL_DOMAINS = (*LOCAL_DOMAINS, "android")
-# Tasks per domain by default: GUI episodes cost seconds each, the others a fraction of one.
-DEFAULT_TASKS = {"terminal": 36, "swe": 12, "mcp": 30, "search": 120, "web": 10, "os": 6, "android": 6}
-CONCURRENCY = {"terminal": 4, "swe": 3, "mcp": 3, "search": 2, "web": 2, "os": 1, "android": 1}
+# Every registered domain, the text ones first (seconds for all their tasks), then the GUI ones, then
+# those that need an outside device; in registry order within each group.
+ALL_DOMAINS = tuple(s.value for s in sorted(registered_domains(), key=lambda s: (not s.local, s.gui)))
+LOCAL_DOMAINS = tuple(d for d in ALL_DOMAINS if domain_spec(d).local)
+# Tasks per domain by default (`DomainSpec.demo_tasks`): GUI episodes cost seconds each, the others a
+# fraction of one; and how many run at once (`DomainSpec.demo_jobs`).
+DEFAULT_TASKS = {d: domain_spec(d).demo_tasks for d in ALL_DOMAINS}
+CONCURRENCY = {d: domain_spec(d).demo_jobs for d in ALL_DOMAINS}
 EVAL_SET = (
     ROOT / "worldline" / "samples"
 )  # the AgentWorldBench samples every demo build decontaminates against

@@ -24,16 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from collectors.environment import Task, TaskError, environment_class
+from schemas.domains import domain_spec, is_registered, registered_domains
 
 GENERATOR_VERSION = 2
-GENERATOR_MODULES = {
-    "terminal": "collectors.generators.terminal",
-    "swe": "collectors.generators.swe",
-    "mcp": "collectors.generators.mcp",
-    "search": "collectors.generators.search",
-    "web": "collectors.generators.web",
-    "os": "collectors.generators.os_desktop",
-}
 # The task fields that make up what an environment holds before the first action.
 STATE_FIELDS = ("image", "files", "setup", "repo", "network", "limits")
 # How often a task whose initial state repeats an earlier one is drawn again before it is kept.
@@ -47,15 +40,17 @@ class GeneratorError(ValueError):
 
 
 def generator_domains() -> list[str]:
-    return sorted(GENERATOR_MODULES)
+    """The registered domains with a task generator (`DomainSpec.generator`)."""
+    return sorted(spec.value for spec in registered_domains() if spec.generator)
 
 
 def families(domain: str) -> dict[str, Family]:
-    if domain not in GENERATOR_MODULES:
+    module_name = domain_spec(domain).generator if is_registered(domain) else ""
+    if not module_name:
         raise GeneratorError(
             f"no task generator for domain {domain!r}; generators exist for: {', '.join(generator_domains())}"
         )
-    module = importlib.import_module(GENERATOR_MODULES[domain])
+    module = importlib.import_module(module_name)
     found: dict[str, Family] = module.FAMILIES
     return found
 
@@ -63,7 +58,7 @@ def families(domain: str) -> dict[str, Family]:
 def state_hash(task: dict[str, Any]) -> str:
     """sha256 of the task's initial state: its sandbox fields and its domain configuration objects
     (everything but id, instruction, actions, limits of turns and metadata)."""
-    config_keys = set(GENERATOR_MODULES) | {"android"}
+    config_keys = {spec.value for spec in registered_domains()}
     state = {k: task[k] for k in STATE_FIELDS if k in task}
     state.update({k: task[k] for k in sorted(config_keys & set(task))})
     blob = json.dumps(state, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -9,6 +9,7 @@ from typing import IO
 
 from schemas.agentworldbench.sample import AgentWorldBenchSample, SampleError, SampleFieldError
 from schemas.atomic import publish_file, temp_path
+from schemas.jsonl import json_lines
 
 
 def iter_sample_lines(path: str | Path) -> Iterator[tuple[int, AgentWorldBenchSample | SampleError]]:
@@ -19,37 +20,17 @@ def iter_sample_lines(path: str | Path) -> Iterator[tuple[int, AgentWorldBenchSa
     except OSError as exc:
         raise SampleError(p, 0, "<file>", "unreadable_file", f"cannot open ({exc.strerror})") from exc
     with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
+        for line in json_lines(fh):
+            lineno = line.lineno
+            if isinstance(line.error, UnicodeDecodeError):
+                message = f"byte {line.error.start} is not valid UTF-8; re-encode the file"
+                yield lineno, SampleError(p, lineno, "<line>", "invalid_utf8", message)
                 continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield (
-                    lineno,
-                    SampleError(
-                        p,
-                        lineno,
-                        "<line>",
-                        "invalid_utf8",
-                        f"byte {exc.start} is not valid UTF-8; re-encode the file",
-                    ),
-                )
+            if isinstance(line.error, json.JSONDecodeError):
+                message = f"not valid JSON ({line.error.msg} at column {line.error.colno})"
+                yield lineno, SampleError(p, lineno, "<line>", "invalid_json", message)
                 continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield (
-                    lineno,
-                    SampleError(
-                        p,
-                        lineno,
-                        "<line>",
-                        "invalid_json",
-                        f"not valid JSON ({exc.msg} at column {exc.colno})",
-                    ),
-                )
-                continue
+            obj = line.value
             try:
                 yield lineno, AgentWorldBenchSample.from_json(obj)
             except SampleFieldError as exc:

@@ -16,7 +16,7 @@ from schemas import (
     TrajectoryStatus,
     Turn,
 )
-from schemas.render import FOLD_CHARS, trajectory_html, trajectory_text
+from schemas.view import FOLD_CHARS, trajectory_html, trajectory_text
 
 
 def _trajectory() -> Trajectory:

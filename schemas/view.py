@@ -1,4 +1,5 @@
-"""Human-readable renderings of a trajectory: self-contained HTML for Jupyter and plain text.
+"""Human-readable views of a trajectory (not training samples: pipelines/render.py renders those):
+self-contained HTML for Jupyter and plain text.
 
 Both show the same things in the same order: who/what/where (id, domain, source, status), the five
 system-prompt parts, then each turn as an action block and an observation block. Everything from the
