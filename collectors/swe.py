@@ -22,7 +22,16 @@ from collectors.environment import (
 )
 from collectors.sandbox import WORK_DIR, SandboxError
 from collectors.terminal import check_sandbox_limits
-from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, ToolSpec
+from schemas import (
+    Action,
+    ActionKind,
+    ActionSpace,
+    Domain,
+    Observation,
+    ObservationFormat,
+    ToolSpec,
+    turn_facts,
+)
 
 REPO_DIR = f"{WORK_DIR}/repo"
 READ_DEFAULT_LIMIT = 2000
@@ -77,8 +86,8 @@ req = json.loads(base64.b64decode(sys.argv[1]) if sys.argv[1] != "@" else open(s
 root, args = req["root"], req["args"]
 rel = args["path"]
 path = os.path.normpath(os.path.join(root, rel))
-def done(text, error=False):
-    sys.stdout.write(json.dumps({"text": text, "error": error}))
+def done(text, error=False, **facts):
+    sys.stdout.write(json.dumps({"text": text, "error": error, **facts}))
     sys.exit(0)
 KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -113,28 +122,31 @@ if req["op"] == "read":
         fh.seek(0)
         offset = int(args.get("offset") or 1)
         limit = int(args.get("limit") or req["default_limit"])
-        out, used, n, last = [], 0, 0, offset - 1
-        truncated = False
+        # Whole lines up to the cap (UTF-8 bytes, newlines included; a first line longer than the cap
+        # is cut at it); past the cap lines are only counted: the reply says how large the whole
+        # listing is, a harness fact for the turn's metadata, never text in the observation.
+        out, used, total, n, cut = [], 0, 0, 0, False
         for n, raw in enumerate(fh, start=1):
             if n < offset:
                 continue
             if n >= offset + limit:
-                truncated = "lines"
                 break
-            line = raw.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
-            entry = f"{n:6d}\t{line}"
-            if used + len(entry) + 1 > cap:
-                truncated = "bytes"
-                break
-            out.append(entry)
-            used += len(entry) + 1
-            last = n
+            entry = f"{n:6d}\t" + raw.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
+            size = len(entry.encode()) + (1 if n > offset else 0)
+            total += size
+            if not cut and used + size <= cap:
+                out.append(entry)
+                used += size
+            elif not cut:
+                cut = True
+                if not out:
+                    out.append(entry.encode()[:cap].decode("utf-8", "ignore"))
+                    used = len(out[0].encode())
     if offset > max(n, 1):
         done(f"Error: offset {offset} is past the end of {rel} ({n} lines)", True)
     text = "\n".join(out)
-    if truncated == "bytes":
-        text += (f"\n[worldline: output truncated at {cap} bytes after line {last}; "
-                 f"read on with offset {last + 1}]")
+    if total > used:
+        done(text, truncated={"bytes_total": total, "bytes_kept": used})
     done(text)
 if req["op"] == "edit":
     old, new = args["old_string"], args["new_string"]
@@ -270,9 +282,13 @@ class SWEEnvironment(ShellEnvironment):
         }
         reply = self._helper(request)
         fmt = ObservationFormat.DIFF if name == "Edit" and not reply["error"] else ObservationFormat.TEXT
+        info: dict[str, Any] = {}
+        if isinstance(reply.get("truncated"), dict):  # Read stopped at the output cap
+            turn_facts.record(info, turn_facts.TRUNCATED, reply["truncated"])
         return StepResult(
             action=action,
             observation=Observation(text=reply["text"], format=fmt, is_error=bool(reply["error"])),
+            info=info,
         )
 
     def _bash(self, action: Action, command: str) -> StepResult:

@@ -12,7 +12,7 @@ from collectors import engine
 from collectors.environment import EnvironmentOptions, Task, tool_call_action
 from collectors.sandbox import SandboxLimits
 from collectors.swe import REPO_DIR, SWEEnvironment
-from schemas import Action, ActionKind, ObservationFormat
+from schemas import Action, ActionKind, ObservationFormat, turn_facts
 
 pytestmark = pytest.mark.engine
 
@@ -78,12 +78,20 @@ def test_edit_keeps_line_endings_and_diff_equals_git(
 
 
 def test_read_caps_output_and_says_how_to_go_on(swe: SWEEnvironment) -> None:
-    text = call(swe, "Read", path="big.txt").observation.text
-    assert len(text.encode()) < 4096 + 200
-    assert text.startswith("     1\tline 0\n") and "output truncated at 4096 bytes" in text
-    last = int(text.rsplit("read on with offset ", 1)[1].rstrip("]"))
-    follow = call(swe, "Read", path="big.txt", offset=last, limit=2).observation.text
-    assert follow.startswith(f"{last:6d}\tline {last - 1}\n")
+    result = call(swe, "Read", path="big.txt")
+    text = result.observation.text
+    assert len(text.encode()) <= 4096
+    assert text.startswith("     1\tline 0\n") and "[worldline:" not in text
+    # The cut is a harness fact, on a line boundary; the last line number shown is where to go on.
+    last = int(text.rsplit("\n", 1)[1].split("\t")[0])
+    assert text.endswith(f"{last:6d}\tline {last - 1}")
+    whole = "\n".join(f"{n:6d}\tline {n - 1}" for n in range(1, 2001))  # Read's default 2000 lines
+    assert turn_facts.facts(result.info) == {
+        turn_facts.TRUNCATED: {"bytes_total": len(whole.encode()), "bytes_kept": len(text.encode())}
+    }
+    follow = call(swe, "Read", path="big.txt", offset=last + 1, limit=2)
+    assert follow.observation.text == f"{last + 1:6d}\tline {last}\n{last + 2:6d}\tline {last + 1}"
+    assert turn_facts.facts(follow.info) == {}
 
 
 def test_read_describes_binary_and_special_files(swe: SWEEnvironment) -> None:
