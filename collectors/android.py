@@ -4,7 +4,9 @@ Observation: the foreground package/activity, then the view hierarchy (`dump_hie
 `uiautomator dump` XML) compacted into one line per meaningful node, indented by nesting:
 `[id] Class "text" desc="..." id=resource (clickable, checked, focused, ...) [x1,y1][x2,y2]`. Nodes with
 no text, description, resource id or interactive state only lay out their children and are folded. The
-same representation is used for every turn of a trajectory (the raw XML is never mixed in).
+same representation is used for every turn of a trajectory (the raw XML is never mixed in). A screen
+past MAX_NODES nodes lists the first ones and the turn records the cut as a harness fact
+(schemas/turn_facts.py), never as text.
 
 Actions: tap / long_press (x, y or an element id), swipe (x1, y1, x2, y2 or a direction), type(text),
 back(), home(), enter(), open_app(package), wait(seconds), done(), fail(reason); and the object form
@@ -46,7 +48,7 @@ from collectors.gui_common import (
     state_text,
     tools_from_signatures,
 )
-from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat
+from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, turn_facts
 
 MAX_NODES = 600
 _N = {"type": "number"}
@@ -138,6 +140,17 @@ class Screen:
     text: str
     nodes: dict[str, ViewNode] = field(default_factory=dict)
     crash: str | None = None
+    # Set when the hierarchy had more nodes to show than this: the text stops after the first ones.
+    max_nodes: int | None = None
+
+    def record_facts(self, metadata: dict[str, Any]) -> None:
+        """Record what the harness did to this screen (the node cap) as a turn fact in `metadata`."""
+        if self.max_nodes is not None:
+            turn_facts.record(
+                metadata,
+                turn_facts.NODES_TRUNCATED,
+                {"max_nodes": self.max_nodes, "nodes_shown": len(self.nodes)},
+            )
 
 
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
@@ -205,9 +218,7 @@ def parse_hierarchy(xml: str, max_nodes: int = MAX_NODES) -> Screen:
 
     walk(root, 0)
     text = "\n".join(lines) if lines else "(empty screen)"
-    if truncated:
-        text += f"\n[worldline: screen truncated at {max_nodes} nodes]"
-    return Screen(text=text, nodes=nodes, crash=crash)
+    return Screen(text=text, nodes=nodes, crash=crash, max_nodes=max_nodes if truncated else None)
 
 
 def node_line(element_id: str, node: ViewNode) -> str:
@@ -359,11 +370,13 @@ class AndroidEnvironment(GuiEnvironment):
             f"## Device\n{info}\n\n## Foreground app\n{text.splitlines()[0]}\n\n"
             f"## Launched\n{self.app or '(none: the current screen)'}\n\n## Screen\n{text}"
         )
+        reset_info: dict[str, Any] = {"serial": serial or "", "app": self.app or ""}
+        self.screen.record_facts(reset_info)
         return ResetResult(
             observation=Observation(text=text, format=ObservationFormat.VIEW_HIERARCHY),
             initial_state=initial_state,
             action_space=ACTION_SPACE,
-            info={"serial": serial or "", "app": self.app or ""},
+            info=reset_info,
         )
 
     def step(self, action: Action) -> StepResult:
@@ -385,6 +398,7 @@ class AndroidEnvironment(GuiEnvironment):
             info[INFO_INFRA_FAILURE] = True  # the device went away: not the task's outcome
         try:
             text = self._observe()
+            self.screen.record_facts(info)
         except errors as exc:
             failure = failure or f"the device failed: {type(exc).__name__}: {exc}"
             info[INFO_INFRA_FAILURE] = True

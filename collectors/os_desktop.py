@@ -53,7 +53,7 @@ from collectors.gui_common import (
     tools_from_signatures,
 )
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxLimits
-from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat
+from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, turn_facts
 
 DESKTOP_IMAGE = "worldline/desktop"
 BUILD_SCRIPT = "bash infra/build-desktop-image.sh"
@@ -484,6 +484,25 @@ def render_tree(nodes: list[dict[str, Any]]) -> tuple[str, dict[str, dict[str, A
     return "\n".join(lines), by_id
 
 
+def tree_observation(
+    tree: dict[str, Any], max_nodes: int, metadata: dict[str, Any]
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The observation body for the helper's `tree` reply and its id -> node map. A tree the helper
+    cut at `max_nodes` lists the nodes it read and records the cut in `metadata` as a harness fact
+    (turn_facts.NODES_TRUNCATED), never as text."""
+    if not tree.get("ok"):
+        return f"(the accessibility tree could not be read: {tree.get('error')})", {}
+    try:
+        body, elements = render_tree(tree["nodes"])
+    except (KeyError, TypeError) as exc:
+        raise HelperError(f"the desktop helper sent a malformed tree ({type(exc).__name__}: {exc})") from exc
+    if tree.get("truncated"):
+        turn_facts.record(
+            metadata, turn_facts.NODES_TRUNCATED, {"max_nodes": max_nodes, "nodes_shown": len(elements)}
+        )
+    return body, elements
+
+
 def node_line(element_id: str, node: dict[str, Any]) -> str:
     parts = [f"[{element_id}] {node['role']}"]
     if node["name"]:
@@ -525,6 +544,7 @@ class DesktopEnvironment(GuiEnvironment):
         self.session: DesktopSession | None = None
         self.tracker = StateTracker()
         self.elements: dict[str, dict[str, Any]] = {}
+        self.observed: dict[str, Any] = {}  # harness facts about the latest observation (turn_facts)
         self.focused_pid: int | None = None
         self.last_error = ""
         self.mouse = (SCREEN[0] // 2, SCREEN[1] // 2)
@@ -616,7 +636,7 @@ class DesktopEnvironment(GuiEnvironment):
             observation=Observation(text=text, format=ObservationFormat.AXTREE),
             initial_state=initial_state,
             action_space=ACTION_SPACE,
-            info={"display": session.display, "apps": [a.name for a in session.apps]},
+            info={"display": session.display, "apps": [a.name for a in session.apps], **self.observed},
         )
 
     def step(self, action: Action) -> StepResult:
@@ -633,6 +653,9 @@ class DesktopEnvironment(GuiEnvironment):
             info.update(self._apply(call))
         failure = self._app_failure()
         text = self._observe() if failure is None else f"Error: {failure}"
+        if failure is None:
+            for fact, detail in turn_facts.facts(self.observed).items():
+                turn_facts.record(info, fact, detail)
         changed = self.tracker.changed(state_text(text))
         return StepResult(
             action=action,
@@ -677,17 +700,8 @@ class DesktopEnvironment(GuiEnvironment):
         self.focused_pid = focused_pid
         self.shown_windows = sum(len(e.get("windows", [])) for e in apps if e.get("pid") == focused_pid)
         tree = session.atspi("tree", pid=focused_pid, max_nodes=MAX_NODES)
-        if not tree.get("ok"):
-            body, self.elements = f"(the accessibility tree could not be read: {tree.get('error')})", {}
-        else:
-            try:
-                body, self.elements = render_tree(tree["nodes"])
-            except (KeyError, TypeError) as exc:
-                raise HelperError(
-                    f"the desktop helper sent a malformed tree ({type(exc).__name__}: {exc})"
-                ) from exc
-            if tree.get("truncated"):
-                body += f"\n[worldline: tree truncated at {MAX_NODES} nodes]"
+        self.observed = {}
+        body, self.elements = tree_observation(tree, MAX_NODES, self.observed)
         name = ours[focused_pid].name if focused_pid in ours else "?"
         lines = [
             f"Windows: {' | '.join(window_parts) or '(none)'}",

@@ -10,6 +10,9 @@ no model learns to predict text the screen never showed.
         "truncated": {"bytes_total": 1048576, "bytes_kept": 65536},
         "out_of_action_space": {"tool": "delete_repo"},
     }
+
+A fact about the observation a trajectory starts from (the screen at reset) is recorded the same way in
+the trajectory's metadata.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ OUT_OF_ACTION_SPACE = "out_of_action_space"  # {"tool": str}: the action named n
 NO_PROMPT = "no_prompt"  # {"after_s": float}: the shell did not return to a prompt after an interrupt
 ENDED = "ended"  # {"reason": str}: the environment ended during this step (shell exited, server died)
 OUTPUT_FLOOD = "output_flood"  # {"limit_bytes": int}: output passed the flood limit; interrupted with Ctrl-C
+# {"max_nodes": int, "nodes_shown": int}: a GUI screen's tree was cut after the first max_nodes nodes
+# the collector reads; the observation lists nodes_shown of them (layout-only ones fold) and none after
+NODES_TRUNCATED = "nodes_truncated"
 
-FACTS = (TIMED_OUT, TRUNCATED, OUT_OF_ACTION_SPACE, NO_PROMPT, ENDED, OUTPUT_FLOOD)
+FACTS = (TIMED_OUT, TRUNCATED, OUT_OF_ACTION_SPACE, NO_PROMPT, ENDED, OUTPUT_FLOOD, NODES_TRUNCATED)
 
 
 def record(metadata: dict[str, Any], fact: str, detail: dict[str, Any] | None = None) -> None:
