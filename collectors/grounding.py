@@ -29,13 +29,13 @@ from collectors.environment import Task, load_tasks
 from collectors.replay import replay_once
 from schemas import Action, ActionKind
 from schemas.atomic import atomic_write_json
+from schemas.domains import domain_spec, is_registered
 from schemas.shards import iter_trajectories, write_trajectories
 from schemas.span_labels import changed_characters
 from schemas.trajectory import Trajectory
 
 GROUNDING_NAME = "grounding.parquet"
 MANIFEST_KIND = "worldline.grounding"
-GROUNDABLE = frozenset({"terminal", "swe"})
 TERMINAL_TOOLS = frozenset({"run_command", "send_keystrokes"})
 TASK_KEYS = ("task_id", "instance_id", "suite_task_id", "task_name")
 
@@ -99,7 +99,7 @@ def matching_task(trajectory: Trajectory, tasks: dict[str, Task], task_id: str |
 def ground_trajectory(
     trajectory: Trajectory, tasks: dict[str, Task], tasks_path: Path, task_id: str | None, staging: Path
 ) -> GroundResult:
-    if trajectory.domain.value not in GROUNDABLE:
+    if not (is_registered(trajectory.domain.value) and domain_spec(trajectory.domain.value).shell):
         return GroundResult(trajectory, "not_groundable", cause=f"the {trajectory.domain.value} domain")
     task = matching_task(trajectory, tasks, task_id)
     if task is None:

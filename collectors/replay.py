@@ -267,7 +267,7 @@ def divergence(original: Turn, replayed: Turn | None, replay: Trajectory, termin
 
 def compare(trajectory: Trajectory, replays: list[Trajectory]) -> tuple[list[TurnLabels], int | None]:
     """Label every turn of `trajectory` against its replays; the first structurally divergent turn."""
-    terminal = trajectory.domain.value in ("terminal", "swe")
+    terminal = is_registered(trajectory.domain.value) and domain_spec(trajectory.domain.value).shell
     labels: list[TurnLabels] = []
     first: int | None = None
     for index, turn in enumerate(trajectory.turns):

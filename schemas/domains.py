@@ -108,6 +108,9 @@ class DomainSpec:
     empty when the explore policy has none."""
     not_replayable: str = ""
     """Why `worldline replay` does not replay this domain's trajectories; empty when it does."""
+    shell: bool = False
+    """Its actions run at a shell in a sandbox: a replay compares the next prompt too, and public traces
+    of it can be re-grounded against a task's sandbox (`worldline replay --ground`)."""
     local: bool = True
     """Its collector runs on this machine alone (sandboxes, local servers); False when it needs an
     outside device, as Android does. `make demo` collects the local domains."""
@@ -169,14 +172,14 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
         ),
         classifier_hint="shell sessions",
         signals=DomainSignals(only_tools=_SHELL_TOOLS, likely_action_kind=ActionKind.COMMAND),
-        generator="collectors.generators.terminal", explorer="collectors.explore:TerminalExplorer", demo_tasks=36, demo_jobs=4,
+        generator="collectors.generators.terminal", shell=True, explorer="collectors.explore:TerminalExplorer", demo_tasks=36, demo_jobs=4,
     ),
     DomainSpec(
         Domain.SWE.value, "Software Engineering", "a code repository: file reads, edits and command output",
         ActionKind.TOOL_CALL, "collectors.swe",
         per_trajectory_tools=True, action_form=ActionForm.TOOL_CALL, rule_verifier=True,
         classifier_hint="reading, editing and testing a code repository", signals=DomainSignals(any_tool=_SWE_TOOLS),
-        generator="collectors.generators.swe", explorer="collectors.explore:SWEExplorer", demo_tasks=12, demo_jobs=3,
+        generator="collectors.generators.swe", shell=True, explorer="collectors.explore:SWEExplorer", demo_tasks=12, demo_jobs=3,
     ),
     DomainSpec(
         Domain.ANDROID.value, "Android", "an Android device screen after taps, swipes and typing",

@@ -143,3 +143,40 @@ def test_a_domain_is_unknown_until_registered_and_after_it_is_removed() -> None:
     with pytest.raises(ValueError):
         Domain("loopback")
     assert not has_judge_prompt("loopback")
+
+
+def test_optional_parts_come_from_the_registry_entry(tmp_path: Path) -> None:
+    """A domain's generator, explorer, replay refusal and shell flag are read from its entry alone."""
+    from dataclasses import replace
+
+    from collectors.environment import Task
+    from collectors.explore import TerminalExplorer, explorer_class, explorer_domain
+    from collectors.generators import families, generator_domains
+    from collectors.grounding import ground_trajectory
+    from collectors.replay import replayability
+    from schemas import ActionSpace, Source, SourceKind, Trajectory
+
+    register_domain(
+        replace(
+            LOOPBACK,
+            generator="collectors.generators.terminal",
+            explorer="collectors.explore:TerminalExplorer",
+            not_replayable="the loopback server keeps no state to rebuild",
+        )
+    )
+    try:
+        assert "loopback" in generator_domains() and families("loopback") == families("terminal")
+        assert explorer_class("loopback") is TerminalExplorer
+        task = Task(id="t", instruction="x", config={"loopback": {}})
+        assert explorer_domain(task, ActionSpace()) == "loopback"
+        traj = Trajectory(
+            id="l1", domain=Domain("loopback"), source=Source(SourceKind.INFRA, "test"), task="x"
+        )
+        assert replayability(traj) == "the loopback server keeps no state to rebuild"
+        grounded = ground_trajectory(traj, {}, tmp_path / "tasks.jsonl", None, tmp_path)
+        assert (grounded.verdict, grounded.cause) == ("not_groundable", "the loopback domain")
+    finally:
+        unregister_domain(LOOPBACK.value)
+    assert "loopback" not in generator_domains() and explorer_class("loopback") is None
+    assert explorer_class("android") is None and explorer_class("web") is not None
+    assert "terminal" in generator_domains() and "android" not in generator_domains()
