@@ -4,9 +4,9 @@ Observation: the foreground package/activity, then the view hierarchy (`dump_hie
 `uiautomator dump` XML) compacted into one line per meaningful node, indented by nesting:
 `[id] Class "text" desc="..." id=resource (clickable, checked, focused, ...) [x1,y1][x2,y2]`. Nodes with
 no text, description, resource id or interactive state only lay out their children and are folded. The
-same representation is used for every turn of a trajectory (the raw XML is never mixed in). A screen
-past MAX_NODES nodes lists the first ones and the turn records the cut as a harness fact
-(schemas/turn_facts.py), never as text.
+same representation is used for every turn of a trajectory (the raw XML is never mixed in). A password
+field's text shows as Android draws it, one bullet per character; a screen past MAX_NODES nodes lists
+the first ones and the turn records the cut as a harness fact (schemas/turn_facts.py), never as text.
 
 Actions: tap / long_press (x, y or an element id), swipe (x1, y1, x2, y2 or a direction), type(text),
 back(), home(), enter(), open_app(package), wait(seconds), done(), fail(reason); and the object form
@@ -51,6 +51,8 @@ from collectors.gui_common import (
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat, turn_facts
 
 MAX_NODES = 600
+# What Android's PasswordTransformationMethod draws for each character of a password field.
+PASSWORD_MASK = "\u2022"
 _N = {"type": "number"}
 _S = {"type": "string"}
 _EL = {"type": "string", "description": "an element id from the screen, instead of x/y"}
@@ -192,7 +194,7 @@ def parse_hierarchy(xml: str, max_nodes: int = MAX_NODES) -> Screen:
                 states.append("disabled")
             node = ViewNode(
                 cls=short_class(a.get("class", "")),
-                text=a.get("text", ""),
+                text=shown_text(a),
                 desc=a.get("content-desc", ""),
                 resource_id=a.get("resource-id", ""),
                 package=a.get("package", ""),
@@ -219,6 +221,16 @@ def parse_hierarchy(xml: str, max_nodes: int = MAX_NODES) -> Screen:
     walk(root, 0)
     text = "\n".join(lines) if lines else "(empty screen)"
     return Screen(text=text, nodes=nodes, crash=crash, max_nodes=max_nodes if truncated else None)
+
+
+def shown_text(attrs: dict[str, str]) -> str:
+    """A node's text as the screen draws it: a password field (password="true") shows one bullet per
+    character whatever the dump holds (older releases and custom views hand uiautomator the clear
+    text); its hint, shown while the field is empty, stays readable."""
+    text = attrs.get("text", "")
+    if attrs.get("password") != "true" or not text or text == attrs.get("hint"):
+        return text
+    return PASSWORD_MASK * (len(text.encode("utf-16-le")) // 2)  # one per UTF-16 unit, as Android counts
 
 
 def node_line(element_id: str, node: ViewNode) -> str:
