@@ -225,8 +225,9 @@ def parse_hierarchy(xml: str, max_nodes: int = MAX_NODES) -> Screen:
 
 def shown_text(attrs: dict[str, str]) -> str:
     """A node's text as the screen draws it: a password field (password="true") shows one bullet per
-    character whatever the dump holds (older releases and custom views hand uiautomator the clear
-    text); its hint, shown while the field is empty, stays readable."""
+    character whatever the dump holds (a TextView hands uiautomator the bullets it draws, but custom
+    views and the "speak passwords" accessibility setting hand it the clear text); its hint, shown
+    while the field is empty, stays readable."""
     text = attrs.get("text", "")
     if attrs.get("password") != "true" or not text or text == attrs.get("hint"):
         return text

@@ -1,7 +1,7 @@
 """Android password fields (hierarchy nodes with password="true") never show their value: the
 observation draws one bullet per character, as Android's PasswordTransformationMethod does, whatever
-the dump holds. Recent releases hand uiautomator the bullets already; older ones and custom views hand
-it the clear text, which the collector masks all the same.
+the dump holds. A TextView hands uiautomator the bullets it draws; custom views and the "speak
+passwords" accessibility setting hand it the clear text, which the collector masks all the same.
 
 The screens are the real `uiautomator dump` of a Pixel launcher (tests/fixtures/public/, attribution in
 SOURCES.md) with one node edited into a password field: no public dump with a password field is in the
@@ -59,7 +59,7 @@ def test_clear_text_in_the_dump_shows_as_bullets() -> None:
 
 
 def test_bullets_from_the_device_hint_and_plain_fields() -> None:
-    # Android 8+ hands the bullets itself: the same observation as for the clear text.
+    # A TextView hands the bullets itself: the same observation as for the clear text.
     assert field_line(with_password_field(PASSWORD_MASK * 7)) == field_line(with_password_field("hunter2"))
     # An empty field shows its hint (uiautomator2 dumps it as `hint`; the text then is the hint).
     assert '"Password"' in field_line(with_password_field("Password", hint="Password"))
@@ -72,7 +72,7 @@ def test_bullets_from_the_device_hint_and_plain_fields() -> None:
 
 class LoginDevice:
     """A device at the uiautomator2 API boundary showing the edited real dump; what is typed goes into
-    the password field in clear text, as an older release or a custom view hands it to uiautomator."""
+    the password field in clear text, as a custom view hands it to uiautomator."""
 
     def __init__(self) -> None:
         self.typed = ""
