@@ -22,19 +22,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from collectors.environment import Task, load_tasks
 from collectors.replay import replay_once
 from schemas import Action, ActionKind
 from schemas.atomic import atomic_write_json
 from schemas.domains import domain_spec, is_registered
+from schemas.grounding import GROUNDING_NAME, write_grounding
 from schemas.shards import iter_trajectories, write_trajectories
 from schemas.span_labels import changed_characters
 from schemas.trajectory import Trajectory
 
-GROUNDING_NAME = "grounding.parquet"
 MANIFEST_KIND = "worldline.grounding"
 TERMINAL_TOOLS = frozenset({"run_command", "send_keystrokes"})
 TASK_KEYS = ("task_id", "instance_id", "suite_task_id", "task_name")
@@ -151,16 +148,21 @@ def ground(source: Path, out: Path, tasks_path: Path, task_id: str | None = None
         ]
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    rows: dict[str, list[Any]] = {k: [] for k in ("trajectory_id", "turn", "agreement", "verdict", "cause")}
+    rows: list[dict[str, Any]] = []
     for r in results:
         pairs: list[tuple[int, float | None]] = list(zip(r.turns, r.agreements, strict=True)) or [(-1, None)]
         for index, value in pairs:  # a trace with no compared turn: one row, turn -1
-            rows["trajectory_id"].append(r.trajectory.id)
-            rows["turn"].append(index)
-            rows["agreement"].append(value)
-            rows["verdict"].append(r.verdict)
-            rows["cause"].append(r.cause)
-    pq.write_table(pa.table(rows), out / GROUNDING_NAME)
+            rows.append(
+                {
+                    "trajectory_id": r.trajectory.id,
+                    "turn": index,
+                    "agreement": value,
+                    "verdict": r.verdict,
+                    "cause": r.cause,
+                    "first_disagreeing_turn": r.first_disagreeing_turn,
+                }
+            )
+    write_grounding(out / GROUNDING_NAME, rows)
     real = [r.real for r in results if r.real is not None]
     if (out / "grounded").exists():
         shutil.rmtree(out / "grounded")

@@ -249,6 +249,9 @@ class PoolsConfig:
     # Replay span labels (schemas/span_labels.py): a span-labels file or a folder holding
     # span_labels.parquet; None: `span_labels.parquet` beside the input trajectories, when present.
     span_labels: str | None = None
+    # Grounding verdicts (schemas/grounding.py, `worldline replay --ground`): a grounding.parquet or
+    # the folder holding it; trajectories it lists as `disagrees` leave every pool (`ungrounded`).
+    grounding: str | None = None
     trajectories_per_shard: int = 2_000
     # Upper bound on one part file, in bytes of Arrow data (parts roll over to the next file when a
     # write would exceed it); the number of parts per pool is estimated from the input's bytes.
@@ -295,6 +298,8 @@ class PoolsConfig:
         self.loss_mask.validate()
         if self.span_labels is not None and (not isinstance(self.span_labels, str) or not self.span_labels):
             raise ConfigError(f"span_labels: {self.span_labels!r} is not a path (leave it unset for none)")
+        if self.grounding is not None and (not isinstance(self.grounding, str) or not self.grounding):
+            raise ConfigError(f"grounding: {self.grounding!r} is not a path (leave it unset for none)")
         harness = self.filters.harness_facts
         if not isinstance(harness, dict):
             raise ConfigError("filters.harness_facts: give a mapping fact -> keep | mask | drop_turn | drop")

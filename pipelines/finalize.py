@@ -28,6 +28,7 @@ from pipelines.span_shares import ShareCount, build_shares, share_lines, shares_
 from pipelines.trainer_configs import write_trainer_configs
 from schemas.agentworldbench import export_agentworldbench
 from schemas.atomic import atomic_open
+from schemas.grounding import VERDICTS
 from schemas.shards import Manifest
 from schemas.trajectory import SCHEMA_VERSION, Trajectory
 
@@ -128,6 +129,7 @@ def write_card(
         **summary,
         "filters_removed": filters,
         "excluded_benchmarks": excluded,
+        "grounding": grounding_counts(stats, cfg),
         "config_fingerprint": cfg.fingerprint(),
         "config": cfg.to_json(),
         "tokenizer": tokenizer_record(cfg),
@@ -170,6 +172,19 @@ def write_card(
         lines += [f"| {k} | {v} |" for k, v in excluded.items()]
     else:
         lines += ["None: no benchmark was excluded (decontamination.exclude_benchmarks is empty)."]
+    lines += ["", "## Grounding (public traces replayed for real)", ""]
+    grounding = grounding_counts(stats, cfg)
+    if grounding is None:
+        lines += ["No grounding table was given (`grounding:` in pools.yaml is unset)."]
+    else:
+        lines += [
+            f"Verdicts of `{cfg.grounding}` (`worldline replay --ground`) over the whole build; "
+            "`disagrees` trajectories were dropped (`ungrounded`):",
+            "",
+            "| verdict | trajectories |",
+            "|---|---|",
+        ]
+        lines += [f"| {k} | {v} |" for k, v in grounding.items()]
     lines += ["", "## Deterministic content (replay span labels)", ""]
     lines += share_lines(pool, shares)
     lines += ["", f"Config fingerprint `{cfg.fingerprint()}`; inputs and their manifests in card.json.", ""]
@@ -179,6 +194,13 @@ def write_card(
 def excluded_benchmarks(stats: dict[str, int], cfg: PoolsConfig) -> dict[str, int]:
     """Trajectories dropped per excluded benchmark (every benchmark on the list, 0 included)."""
     return {n: stats.get(f"excluded_benchmark.{n}", 0) for n in cfg.decontamination.exclude_benchmarks}
+
+
+def grounding_counts(stats: dict[str, int], cfg: PoolsConfig) -> dict[str, int] | None:
+    """Input trajectories per grounding verdict (`unlisted`: not in the table); None without a table."""
+    if not cfg.grounding:
+        return None
+    return {v: stats.get(f"grounding.{v}", 0) for v in (*VERDICTS, "unlisted")}
 
 
 TASK_CATEGORIES = {"cpt": ["text-generation"], "sft": ["text-generation"], "rl": ["text-generation"]}

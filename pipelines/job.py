@@ -101,6 +101,10 @@ def plan_build(
         check_inputs_hold_data(in_paths, know, ev)
         resolved = resolve_inputs(in_paths, know, ev, config)
         resolved.span_label_files = span_label_sources(config, [fs.absolute(item) for item in in_paths])
+        if config.grounding:  # a configured table that cannot be read stops the build before it starts
+            from pipelines.stages.filter import grounding_verdicts
+
+            grounding_verdicts(config.grounding)
     except (ShardError, ValueError, OSError) as exc:
         raise BuildInputsError(str(exc)) from exc
     if resolved.total_rows == 0:

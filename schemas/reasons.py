@@ -46,6 +46,8 @@ class ReasonCode(StrEnum):
     NEAR_DUPLICATE = "near_duplicate"
     DUPLICATE_ID = "duplicate_id"
     EVAL_OVERLAP = "eval_overlap"
+    HELD_OUT_BENCHMARK = "held_out_benchmark"  # recorded on a benchmark decontamination excludes
+    UNGROUNDED = "ungrounded"  # a real replay disagrees with the recorded observations (grounding)
     EVAL_POOL_OVERLAP = "eval_pool_overlap"
     SFT_OVER_CAP = "sft_over_cap"
     RL_PROMPT_OVER_CAP = "rl_prompt_over_cap"

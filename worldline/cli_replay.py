@@ -42,8 +42,9 @@ def replay(
 
     console = Console(stderr=True)
     if ground is not None:
-        from collectors.grounding import GROUNDING_NAME, ground_report
         from collectors.grounding import ground as run_ground
+        from collectors.grounding import ground_report
+        from schemas.grounding import GROUNDING_NAME
 
         try:
             results = run_ground(source, out, ground, task_id)

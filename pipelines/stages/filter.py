@@ -6,6 +6,8 @@ invalid or dropped record (stage `validation` or `filter`, with its reason code)
 
 from __future__ import annotations
 
+import functools
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,10 +15,13 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines import filters as flt
+from pipelines import fs
 from pipelines.benchmarks_exclusion import ExclusionMatcher
 from pipelines.config import PoolsConfig
 from pipelines.stages.contract import Stage
 from pipelines.stages.spill import removed_row
+from schemas.grounding import GroundingError, Verdict, grounding_file, read_verdicts
+from schemas.reasons import ReasonCode
 from schemas.trajectory import Trajectory
 
 STAGE = Stage(
@@ -30,12 +35,44 @@ STAGE = Stage(
         "turns_removed.*",
         "turns_masked.*",
         "excluded_benchmark.*",
+        "grounding.*",
     ),
 )
 
 
-HELD_OUT = "held_out_benchmark"
+HELD_OUT = ReasonCode.HELD_OUT_BENCHMARK.value
 """Reason code of a trajectory recorded on an excluded benchmark (pipelines.benchmarks_exclusion)."""
+UNGROUNDED = ReasonCode.UNGROUNDED.value
+
+
+def grounding_verdicts(path: str) -> dict[str, Verdict]:
+    """The verdicts of the configured grounding table, read once per worker process and file version."""
+    stamp: tuple[int, int] = (0, 0)
+    if not fs.is_url(path):
+        try:
+            st = os.stat(grounding_file(path))
+        except OSError as exc:
+            raise GroundingError(
+                f"grounding: {path}: no grounding table ({exc.strerror}); write one with "
+                "`worldline replay --ground` or unset grounding in pools.yaml"
+            ) from exc
+        stamp = (st.st_mtime_ns, st.st_size)
+    return _verdicts(path, stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _verdicts(path: str, stamp: tuple[int, int]) -> dict[str, Verdict]:
+    if fs.is_url(path):
+        return read_verdicts(path, fs.read_bytes(path))
+    return read_verdicts(path)
+
+
+def ungrounded_detail(verdict: Verdict) -> str:
+    turn = "" if verdict.first_disagreeing_turn is None else f" at turn {verdict.first_disagreeing_turn}"
+    return (
+        f"a real replay disagrees with the recorded observations{turn} ({verdict.cause or 'observation differs'}); "
+        "see the grounding setting and `worldline replay --ground`"
+    )
 
 
 @dataclass(slots=True)
@@ -52,6 +89,7 @@ def filter_rows(table: pa.Table, input_file: str, cfg: PoolsConfig) -> FilteredS
     result = FilteredSplit()
     stats = result.stats
     held_out = ExclusionMatcher(cfg.decontamination.exclude_benchmarks)
+    verdicts = grounding_verdicts(cfg.grounding) if cfg.grounding else None
     for record in table.to_pylist():
         traj, code, detail = flt.validate_record(record)
         if traj is None:
@@ -68,6 +106,14 @@ def filter_rows(table: pa.Table, input_file: str, cfg: PoolsConfig) -> FilteredS
             stats[f"dropped.{HELD_OUT}"] += 1
             stats[f"excluded_benchmark.{name}"] += 1
             continue
+        if verdicts is not None:
+            verdict = verdicts.get(traj.id)
+            stats[f"grounding.{verdict.verdict if verdict else 'unlisted'}"] += 1
+            if verdict is not None and verdict.verdict == "disagrees":
+                detail = ungrounded_detail(verdict)
+                result.removed.append(removed_row(traj.id, input_file, "grounding", UNGROUNDED, detail))
+                stats[f"dropped.{UNGROUNDED}"] += 1
+                continue
         outcome = flt.apply_filters(traj, cfg.filters)
         for reason, n in outcome.removed_turns.items():
             stats[f"turns_removed.{reason}"] += n

@@ -53,6 +53,9 @@ POOLS_CODES = [
     # added with the harness facts (schemas/turn_facts.py): a trajectory or its turns dropped for one
     "harness_fact",
     "harness_fact_turns",
+    # source-level decontamination (written since it was added; now in the enum) and grounding verdicts
+    "held_out_benchmark",
+    "ungrounded",
 ]
 
 
