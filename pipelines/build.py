@@ -31,7 +31,7 @@ from apache_beam.transforms import combiners
 from pipelines import fs
 from pipelines.config import PoolsConfig
 from pipelines.inputs import read_knowledge_file
-from pipelines.minhash import exact_key, lsh_bands, normalise, signatures
+from pipelines.minhash import candidate_bands, exact_key, lsh_bands, normalise, signatures
 from pipelines.runners import drops_output_tags, multi_output, release, runner_for, with_dask_partitions
 from pipelines.stages import all_stages, bulk_gc, stage_of, tune_gc_for_bulk_work
 from pipelines.stages.assign import (
@@ -53,7 +53,6 @@ from pipelines.stages.dedup import (
     content_hash,
     duplicate_id_losers,
     kept_path,
-    pack_signature,
     trajectory_text,
 )
 from pipelines.stages.filter import filter_rows
@@ -123,7 +122,7 @@ class PrepareInput(beam.DoFn):
         self.eval_grams = eval_grams or []
         self.work = work
         # Banding parameters are chosen once, in the driver, and travel with the DoFn.
-        self.bands_rows = lsh_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
+        self.bands_rows = candidate_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
         self.eval_bands_rows = lsh_bands(cfg.decontamination.threshold, cfg.dedup.num_perm)
 
     def setup(self) -> None:
@@ -152,7 +151,7 @@ class PrepareInput(beam.DoFn):
         d = self.cfg.dedup
         texts = [normalise(doc.text, d.fold_digits_observations) for doc in docs]
         sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)
-        for doc, text, sig in zip(docs, texts, sigs, strict=True):
+        for i, (doc, text, sig) in enumerate(zip(docs, texts, sigs, strict=True)):
             fp = Fingerprint(
                 doc.id,
                 content_hash(doc.to_json()),
@@ -164,8 +163,8 @@ class PrepareInput(beam.DoFn):
                 tuple(sig),
                 self.matcher.match_text(normalise(doc.text)) if self.matcher else "",
             )
-            # Documents are not spilled: their signature travels with each band entry.
-            yield from self.fingerprint_outputs(fp, pack_signature(sig))
+            # Documents are not spilled: buckets read their text back from the corpus file.
+            yield from self.fingerprint_outputs(fp, (path, i))
         for start in range(0, len(docs), DOC_BATCH):
             yield beam.pvalue.TaggedOutput("kept", docs[start : start + DOC_BATCH])
 

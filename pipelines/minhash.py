@@ -1,10 +1,13 @@
 """Text fingerprints for deduplication and decontamination: normalisation, shingles, MinHash, LSH.
 
 Signatures come from rensa (Rust MinHash, measured >= 10x datasketch's own MinHash in
-benchmarks/pools_bench.py); LSH bands/rows put the S-curve's midpoint at (just below) the threshold
-and candidates are verified by estimated Jaccard, so a threshold means what it says
-(benchmarks/dedup_curve.py measures the detection curve). Band keys are plain strings, so the banding runs as
-a Beam GroupByKey at any scale and the same code builds an in-memory index for `pools verify`.
+benchmarks/pools_bench.py). Near-duplicate dedup finds candidates with high-recall bands
+(`candidate_bands`: the S-curve's midpoint well below the threshold) and decides each candidate by the
+exact Jaccard of the two shingle sets (`near_duplicate`), so the threshold means what it says
+(benchmarks/dedup_curve.py measures the detection curve). `lsh_bands` (midpoint just below the
+threshold, candidates verified by estimated Jaccard) serves the indexes that only have signatures.
+Band keys are plain strings, so the banding runs as a Beam GroupByKey at any scale and the same code
+builds an in-memory index for `pools verify`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 import rensa
@@ -40,6 +43,19 @@ def shingles(normalised: str, width: int) -> list[str]:
     if len(words) <= width:
         return [" ".join(words)]
     return list(map(" ".join, zip(*(words[k:] for k in range(width)), strict=False)))
+
+
+def shingle_set(normalised: str, width: int) -> frozenset[str]:
+    """The set of `shingles` whose MinHash `signatures` estimate: exact Jaccard is taken over it."""
+    return frozenset(shingles(normalised, width))
+
+
+def exact_jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    common = sum(1 for x in small if x in large)
+    return common / (len(a) + len(b) - common)
 
 
 def exact_key(normalised: str) -> str:
@@ -135,6 +151,57 @@ def lsh_bands(threshold: float, num_perm: int) -> tuple[int, int]:
     return bands, rows
 
 
+CANDIDATE_MISS = 0.05
+"""The most a pair at exactly the threshold may miss being an LSH candidate (see `candidate_bands`)."""
+PREFILTER_MARGIN = 0.15
+"""Candidates whose estimated Jaccard is below threshold - this are dropped without exact work: at
+128 permutations the estimate's standard deviation is ~0.035 at Jaccard 0.8, so a pair at the
+threshold falls that far below it with probability ~1e-5."""
+
+
+@lru_cache(maxsize=32)
+def candidate_bands(threshold: float, num_perm: int) -> tuple[int, int]:
+    """(bands, rows), b*r <= num_perm, that make pairs at the threshold LSH candidates with
+    probability >= 1 - CANDIDATE_MISS, and of those the fewest candidates at threshold -
+    PREFILTER_MARGIN (pairs the estimate pre-filter drops anyway; ties: fewer bands, less to shuffle).
+
+    Candidates are decided by exact Jaccard (`near_duplicate`), so the bands only have to find every
+    pair at and above the threshold: their S-curve midpoint sits well below it (13 x 7, midpoint
+    0.693, for 0.8 and 128 permutations). With too few permutations for that recall, the (b, r)
+    with the highest candidate probability at the threshold is taken.
+    """
+    ok: list[tuple[float, int, int]] = []
+    best: list[tuple[float, int, int]] = []
+    low = max(threshold - PREFILTER_MARGIN, 0.0)
+    for bands in range(1, num_perm + 1):
+        for rows in range(1, num_perm // bands + 1):
+            miss = (1 - threshold**rows) ** bands
+            best.append((miss, bands, rows))
+            if miss <= CANDIDATE_MISS:
+                ok.append((1 - (1 - low**rows) ** bands, bands, rows))
+    _, bands, rows = min(ok) if ok else min(best)
+    return bands, rows
+
+
+def near_duplicate(
+    sig_a: Sequence[int] | np.ndarray,
+    sig_b: Sequence[int] | np.ndarray,
+    shingles_a: Callable[[], frozenset[str]],
+    shingles_b: Callable[[], frozenset[str]],
+    threshold: float,
+) -> bool:
+    """The decision for one LSH candidate pair: exact Jaccard of the shingle sets >= threshold.
+
+    The estimated Jaccard (share of equal signature slots) only pre-filters: a pair below threshold
+    - PREFILTER_MARGIN is dropped before its shingle sets are asked for (they are callables, read or
+    computed only when needed)."""
+    x, y = np.asarray(sig_a), np.asarray(sig_b)
+    estimate = int(np.count_nonzero(x == y)) / len(x) if len(x) else 0.0
+    if estimate < threshold - PREFILTER_MARGIN:
+        return False
+    return exact_jaccard(shingles_a(), shingles_b()) >= threshold
+
+
 def band_keys(signature: Sequence[int], bands: int, rows: int) -> list[str]:
     """One key per band; two signatures are LSH candidates when they share any key."""
     keys = []
@@ -171,6 +238,54 @@ class NearDuplicateIndex:
 
     def __len__(self) -> int:
         return len(self._signatures)
+
+
+class ExactNearDuplicateIndex:
+    """An in-memory index deciding near duplicates as the pools dedup stage does: candidates from
+    `candidate_bands`, decided by `near_duplicate` (exact Jaccard of the shingle sets)."""
+
+    def __init__(self, threshold: float, num_perm: int, width: int) -> None:
+        self.threshold = threshold
+        self.width = width
+        self.bands, self.rows = candidate_bands(threshold, num_perm)
+        self._buckets: dict[str, list[str]] = {}
+        self._records: dict[str, tuple[list[int], str]] = {}
+        self._shingles: dict[str, frozenset[str]] = {}
+
+    def shingles(self, key: str) -> frozenset[str]:
+        found = self._shingles.get(key)
+        if found is None:
+            found = self._shingles[key] = shingle_set(self._records[key][1], self.width)
+        return found
+
+    def add(self, key: str, signature: list[int], normalised: str) -> None:
+        self._records[key] = (signature, normalised)
+        for bk in band_keys(signature, self.bands, self.rows):
+            self._buckets.setdefault(bk, []).append(key)
+
+    def query(self, signature: list[int], normalised: str) -> list[str]:
+        """Keys whose shingle set has exact Jaccard >= threshold with this text's (sorted)."""
+        own: list[frozenset[str]] = []
+
+        def mine() -> frozenset[str]:
+            if not own:
+                own.append(shingle_set(normalised, self.width))
+            return own[0]
+
+        found: set[str] = set()
+        seen: set[str] = set()
+        for bk in band_keys(signature, self.bands, self.rows):
+            for key in self._buckets.get(bk, ()):
+                if key in seen:
+                    continue
+                seen.add(key)
+                other = self._records[key][0]
+                if near_duplicate(signature, other, mine, partial(self.shingles, key), self.threshold):
+                    found.add(key)
+        return sorted(found)
+
+    def __len__(self) -> int:
+        return len(self._records)
 
 
 def stable_hash(*parts: object) -> int:

@@ -7,7 +7,7 @@
     manifest part entries --Checksum--> checksum violations
     input parts --Occurrences--> (id, first occurrence) --GroupByKey--> record facts
         record facts --exact key GroupByKey--> exact duplicates
-        record facts --LSH band GroupByKey--> near duplicates (estimated Jaccard verified)
+        record facts --LSH band GroupByKey--> near duplicates (exact shingle Jaccard verified)
     all violations --> one report file read back by the driver
 
 Every step calls the function the in-process verify calls (`check_part_rows`, `merge_pool_rows`,
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator
+from functools import partial
 from itertools import combinations
 from typing import Any
 
@@ -31,7 +32,7 @@ from apache_beam.transforms import combiners
 from pipelines import fs
 from pipelines.config import ALL_POOLS, EVAL_POOL, PoolsConfig
 from pipelines.inputs import read_knowledge_file
-from pipelines.minhash import band_keys, estimated_jaccard, lsh_bands
+from pipelines.minhash import band_keys, candidate_bands, near_duplicate, shingle_set
 from pipelines.runners import release, runner_for, with_dask_partitions
 from pipelines.stages import bulk_gc, tune_gc_for_bulk_work
 from pipelines.stages.spill import ASSIGNMENTS, WORK_DIR
@@ -150,18 +151,30 @@ def first_occurrence(element: tuple[tuple[str, str], Iterable[Any]]) -> Iterator
         return
 
 
-def band_members(facts: RecordFacts, bands: int, rows: int) -> Iterator[tuple[str, tuple[str, list[int]]]]:
+BandMember = tuple[str, list[int], str]
+"""(record id, signature, normalised text) of one pooled record in an LSH band bucket."""
+
+
+def band_members(facts: RecordFacts, bands: int, rows: int) -> Iterator[tuple[str, BandMember]]:
     for key in band_keys(facts.signature, bands, rows):
-        yield key, (facts.rid, facts.signature)
+        yield key, (facts.rid, facts.signature, facts.text)
 
 
 def bucket_pairs(
-    element: tuple[str, Iterable[tuple[str, list[int]]]], threshold: float
+    element: tuple[str, Iterable[BandMember]], threshold: float, width: int
 ) -> Iterator[tuple[str, str]]:
+    """Every pair in one band bucket that the build calls near duplicates (`near_duplicate`)."""
     members = sorted(element[1], key=lambda m: m[0])
-    for (a, sa), (b, sb) in combinations(members, 2):
-        if estimated_jaccard(sa, sb) >= threshold:
-            yield (a, b)
+    sets: dict[str, frozenset[str]] = {}
+
+    def shingles(member: BandMember) -> frozenset[str]:
+        if member[0] not in sets:
+            sets[member[0]] = shingle_set(member[2], width)
+        return sets[member[0]]
+
+    for ma, mb in combinations(members, 2):
+        if near_duplicate(ma[1], mb[1], partial(shingles, ma), partial(shingles, mb), threshold):
+            yield (ma[0], mb[0])
 
 
 def lineage_entries(
@@ -245,12 +258,12 @@ def build_verify_pipeline(
             | "GroupExact" >> beam.GroupByKey()
             | "ExactDuplicates" >> beam.FlatMap(lambda kv: exact_entries(list(kv[1])))
         )
-        bands, rows = lsh_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
+        bands, rows = candidate_bands(cfg.dedup.threshold, cfg.dedup.num_perm)
         near = (
             records
             | "Bands" >> beam.FlatMap(band_members, bands, rows)
             | "GroupBands" >> beam.GroupByKey()
-            | "BucketPairs" >> beam.FlatMap(bucket_pairs, cfg.dedup.threshold)
+            | "BucketPairs" >> beam.FlatMap(bucket_pairs, cfg.dedup.threshold, cfg.dedup.shingle_words)
             | "DistinctPairs" >> beam.Distinct()
             | "NearDuplicates" >> beam.Map(lambda ab: near_entry(*ab))
         )

@@ -26,7 +26,7 @@ from pipelines.inputs import (
     read_eval_turns,
     read_knowledge_file,
 )
-from pipelines.minhash import NearDuplicateIndex, exact_key, normalise, signatures
+from pipelines.minhash import ExactNearDuplicateIndex, exact_key, normalise, signatures
 from pipelines.ngrams import ContainmentIndex, text_grams
 from pipelines.stages.decontaminate import EvalGrams, EvalTurnMatcher, eval_pool_grams, training_grams
 from pipelines.stages.dedup import trajectory_text
@@ -391,6 +391,7 @@ class RecordFacts:
     exact: str
     signature: list[int]
     entries: list[Entry]
+    text: str = ""  # the normalised text fingerprinted: near duplicates are decided on its shingles
 
 
 class ContentChecker:
@@ -408,7 +409,7 @@ class ContentChecker:
     def facts(self, rid: str, pool: str, text: str, grams: list[np.ndarray], near: str) -> RecordFacts:
         d = self.cfg.dedup
         sig = signatures([text], num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)[0]
-        facts = RecordFacts(rid, pool, exact_key(text), list(sig), [])
+        facts = RecordFacts(rid, pool, exact_key(text), list(sig), [], text)
         if pool == EVAL_POOL:
             return facts
         if near:
@@ -527,17 +528,18 @@ def knowledge_parts(manifest: dict[str, Any]) -> list[str]:
 
 def duplicate_entries(records: Iterable[RecordFacts], cfg: PoolsConfig) -> list[Entry]:
     """Exact and near duplicates among the pooled records, in one pool or across pools (every pair
-    of cpt, sft, rl and eval): exact content keys equal, or estimated Jaccard >= the dedup threshold
-    for signatures sharing an LSH band. Pairs are named in sorted order."""
+    of cpt, sft, rl and eval): exact content keys equal, or, as the build decides, exact shingle-set
+    Jaccard >= the dedup threshold for candidates from the build's LSH bands. Pairs are named in
+    sorted order."""
     d = cfg.dedup
-    index = NearDuplicateIndex(d.threshold, d.num_perm)
+    index = ExactNearDuplicateIndex(d.threshold, d.num_perm, d.shingle_words)
     exact: dict[str, list[str]] = defaultdict(list)
     pairs: set[tuple[str, str]] = set()
     for f in records:
         exact[f.exact].append(f.rid)
-        for other in index.query(f.signature):
+        for other in index.query(f.signature, f.text):
             pairs.add((min(other, f.rid), max(other, f.rid)))
-        index.add(f.rid, f.signature)
+        index.add(f.rid, f.signature, f.text)
     return [e for ids in exact.values() for e in exact_entries(ids)] + [near_entry(a, b) for a, b in pairs]
 
 

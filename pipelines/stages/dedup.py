@@ -2,6 +2,12 @@
 # mypy: disable-error-code="no-untyped-call"
 """Stage dedup: fingerprint records (exact key + MinHash), band them, verify candidate pairs, cluster.
 
+Candidates come from `candidate_bands` (high recall: S-curve midpoint well below the threshold) and
+are decided by the exact Jaccard of the two records' shingle sets (`near_duplicate`, estimated
+Jaccard only as a pre-filter). Band entries carry small references; the signatures and the texts the
+exact check needs are read back from the spilled kept files (knowledge documents: their corpus file)
+only for buckets with more than one member.
+
 Reads: kept trajectories (from the filter stage) and knowledge documents. Writes: per record a
 `Fingerprint`, its LSH band entries and (id, content hash); globally, verified near-duplicate edges
 resolved into clusters (id -> (representative, same exact text?)) and the losers among records that
@@ -15,6 +21,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import apache_beam as beam
@@ -23,7 +30,16 @@ import orjson
 import pyarrow as pa
 
 from pipelines.config import PoolsConfig
-from pipelines.minhash import band_keys, normalise, stable_hash, union_find_clusters
+from pipelines.inputs import read_knowledge_file
+from pipelines.minhash import (
+    band_keys,
+    near_duplicate,
+    normalise,
+    shingle_set,
+    signatures,
+    stable_hash,
+    union_find_clusters,
+)
 from pipelines.stages.contract import Stage, tune_gc_for_bulk_work
 from pipelines.stages.spill import join, read_ipc
 from schemas.trajectory import TRAJECTORY_SCHEMA, Trajectory
@@ -88,9 +104,10 @@ def rank_key(fp: Fingerprint, cfg: PoolsConfig) -> tuple[int, int, int, str]:
     return (p, -fp.num_turns, stable_hash("dedup", cfg.dedup.seed, fp.id), fp.id)
 
 
-SignatureRef = tuple[int, int] | bytes
-"""Where a band bucket finds a record's signature: (read split index, row) in the spilled kept file
-of that split, or the signature itself (little-endian uint64s) for records that are not spilled."""
+SignatureRef = tuple[int, int] | tuple[str, int] | bytes
+"""Where a band bucket finds a record's signature and text: (read split index, row) in the spilled
+kept file of that split, (corpus file, document index) for a knowledge document, or the signature
+itself (little-endian uint64s) for records whose text the caller resolves (`bucket_edges`)."""
 BandMember = tuple[tuple[int, int, int, str], str, str, SignatureRef]
 """What a band bucket needs of a record: (rank key, id, exact key, signature reference).
 
@@ -119,16 +136,23 @@ def band_entries(
 
 
 class SpilledSignatures:
-    """Resolves signature references against the spilled kept files, keeping recently read files."""
+    """Resolves signature references against the spilled kept files and knowledge corpus files,
+    keeping recently read files; `shingles` gives a record's shingle set, as fingerprinting made it."""
 
-    def __init__(self, work: str, keep_files: int = 16) -> None:
+    def __init__(self, work: str, keep_files: int = 16, cfg: PoolsConfig | None = None) -> None:
         self.work = work
         self.keep_files = keep_files
+        self.cfg = cfg or PoolsConfig()
         self._files: dict[int, np.ndarray] = {}
+        self._tables: dict[int | str, Any] = {}
+        self._shingles: dict[SignatureRef, frozenset[str]] = {}
+        self._doc_signatures: dict[tuple[str, int], bytes] = {}
 
     def packed(self, ref: SignatureRef) -> bytes:
         if isinstance(ref, bytes):
             return ref
+        if isinstance(ref[0], str):
+            return self._doc_signature((ref[0], ref[1]))
         split_index, row = ref
         table = self._files.get(split_index)
         if table is None:
@@ -140,16 +164,52 @@ class SpilledSignatures:
             self._files[split_index] = table
         return bytes(table[row].tobytes())
 
+    def _source(self, key: int | str) -> Any:
+        """The kept table of a split, or the documents of a corpus file (a few kept at a time)."""
+        found = self._tables.get(key)
+        if found is None:
+            if isinstance(key, str):
+                found = list(read_knowledge_file(key))
+            else:
+                found = read_ipc(kept_path(self.work, key)).drop_columns(["_content", "_signature"])
+            if len(self._tables) >= min(self.keep_files, 4):
+                self._tables.pop(next(iter(self._tables)))
+            self._tables[key] = found
+        return found
 
-def _signature_agreement(a: bytes, b: bytes) -> float:
-    """estimated_jaccard of two packed signatures (the same count over the same length)."""
-    x, y = np.frombuffer(a, dtype="<u8"), np.frombuffer(b, dtype="<u8")
-    return int(np.count_nonzero(x == y)) / len(x) if len(x) else 0.0
+    def text(self, ref: SignatureRef) -> str:
+        """The normalised text a reference's record was fingerprinted from."""
+        if isinstance(ref, bytes):
+            raise ValueError("a signature alone carries no text: resolve such records' shingles yourself")
+        key, row = ref
+        if isinstance(key, str):
+            doc = self._source(key)[row]
+            return normalise(doc.text, self.cfg.dedup.fold_digits_observations)
+        record = self._source(key).slice(row, 1).to_pylist()[0]
+        return trajectory_text(Trajectory.from_record(record), self.cfg)
+
+    def _doc_signature(self, ref: tuple[str, int]) -> bytes:
+        found = self._doc_signatures.get(ref)
+        if found is None:
+            d = self.cfg.dedup
+            sig = signatures([self.text(ref)], num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)[0]
+            found = self._doc_signatures[ref] = pack_signature(sig)
+        return found
+
+    def shingles(self, member: BandMember) -> frozenset[str]:
+        ref = member[3]
+        found = self._shingles.get(ref)
+        if found is None:
+            found = shingle_set(self.text(ref), self.cfg.dedup.shingle_words)
+            if len(self._shingles) >= 4096:
+                self._shingles.pop(next(iter(self._shingles)))
+            self._shingles[ref] = found
+        return found
 
 
 class BucketEdges(beam.DoFn):
     """Reads: one LSH band bucket. Writes: star edges from its best-ranked member to every verified
-    near-duplicate in it (signatures read back from the spilled kept files only for such buckets)."""
+    near-duplicate in it (signatures and texts read back only for such buckets)."""
 
     def __init__(self, cfg: PoolsConfig, work: str) -> None:
         self.cfg = cfg
@@ -157,19 +217,22 @@ class BucketEdges(beam.DoFn):
 
     def setup(self) -> None:
         tune_gc_for_bulk_work()
-        self.spilled = SpilledSignatures(self.work)
+        self.spilled = SpilledSignatures(self.work, cfg=self.cfg)
 
     def process(self, element: tuple[str, Iterable[BandMember]]) -> Iterator[tuple[Any, ...]]:
-        yield from bucket_edges(element, self.cfg, self.spilled.packed)
+        yield from bucket_edges(element, self.cfg, self.spilled.shingles, self.spilled.packed)
 
 
 def bucket_edges(
     element: tuple[str, Iterable[BandMember]],
     cfg: PoolsConfig,
+    shingles: Callable[[BandMember], frozenset[str]],
     resolve: Callable[[SignatureRef], bytes] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """Star edges from a band bucket's best-ranked member to every verified near-duplicate in it.
+    """Star edges from a band bucket's best-ranked member to every near-duplicate in it: the same
+    exact key, or `near_duplicate` (exact shingle-set Jaccard >= the threshold).
 
+    `shingles` gives a member's shingle set (asked only for pairs past the estimate pre-filter);
     `resolve` turns a member's signature reference into the packed signature (default: the
     reference is the packed signature itself)."""
     _, members = element
@@ -177,17 +240,30 @@ def bucket_edges(
     if len(unique) < 2:
         return
     ordered = sorted(unique.values(), key=lambda m: m[0])
-    head_rank, head_id, head_exact, head_ref = ordered[0]
-    head_sig: bytes | None = None
-    for rank, rid, exact, ref in ordered[1:]:
+    head = ordered[0]
+    head_rank, head_id, head_exact, head_ref = head
+    head_sig: np.ndarray | None = None
+    head_shingles: list[frozenset[str]] = []
+
+    def head_set() -> frozenset[str]:
+        if not head_shingles:
+            head_shingles.append(shingles(head))
+        return head_shingles[0]
+
+    for member in ordered[1:]:
+        rank, rid, exact, ref = member
         if head_exact != exact:
             if head_sig is None:
-                head_sig = resolve(head_ref) if resolve else head_ref  # type: ignore[assignment]
-            sig = resolve(ref) if resolve else ref
-            assert isinstance(head_sig, bytes) and isinstance(sig, bytes)
-            if _signature_agreement(head_sig, sig) < cfg.dedup.threshold:
+                head_sig = _unpack(resolve(head_ref) if resolve else head_ref)
+            sig = _unpack(resolve(ref) if resolve else ref)
+            if not near_duplicate(head_sig, sig, head_set, partial(shingles, member), cfg.dedup.threshold):
                 continue
         yield (head_id, rid, head_rank, rank, head_exact, exact)
+
+
+def _unpack(packed: SignatureRef) -> np.ndarray:
+    assert isinstance(packed, bytes)
+    return np.frombuffer(packed, dtype="<u8")
 
 
 class ClusterEdges(beam.CombineFn):

@@ -1,8 +1,9 @@
 """The configured dedup threshold is the Jaccard at which the pools dedup stage starts removing pairs.
 
 Pairs with a known exact shingle-set Jaccard go through the stage's own functions (signatures,
-band_entries, a group by band key, bucket_edges with its estimated-Jaccard verification) with the
-bands and rows the build uses (`lsh_bands`)."""
+band_entries, a group by band key, bucket_edges with its exact-Jaccard verification) with the
+bands and rows the build uses (`candidate_bands`); `lsh_bands` (the indexes that only have
+signatures) keeps its midpoint at the threshold."""
 
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.config import PoolsConfig
-from pipelines.minhash import exact_key, lsh_bands, normalise, s_curve_midpoint, shingles, signatures
+from pipelines.minhash import (
+    candidate_bands,
+    exact_key,
+    lsh_bands,
+    normalise,
+    s_curve_midpoint,
+    shingle_set,
+    shingles,
+    signatures,
+)
 from pipelines.stages.dedup import Fingerprint, band_entries, bucket_edges
 
 WIDTH = 5
@@ -61,6 +71,7 @@ def _detected(
     d = cfg.dedup
     texts = [normalise(t, fold_digits=False) for a, b, _ in pairs for t in (a, b)]
     sigs = signatures(texts, num_perm=d.num_perm, seed=d.seed, width=WIDTH)
+    sets = {f"r{k}": shingle_set(t, WIDTH) for k, t in enumerate(texts)}
     out = []
     for i in range(len(pairs)):
         buckets: dict[str, list[Any]] = defaultdict(list)
@@ -70,7 +81,10 @@ def _detected(
             )
             for key, member in band_entries(fp, cfg, *bands_rows):
                 buckets[key].append(member)
-        out.append(any(True for element in buckets.items() for _ in bucket_edges(element, cfg)))
+        found = (
+            True for element in buckets.items() for _ in bucket_edges(element, cfg, lambda m: sets[m[1]])
+        )
+        out.append(any(found))
     return out
 
 
@@ -78,7 +92,7 @@ def _detected(
 def test_pairs_above_the_threshold_are_removed_and_pairs_below_are_kept(threshold: float) -> None:
     cfg = PoolsConfig()
     cfg.dedup.threshold = threshold
-    bands_rows = lsh_bands(threshold, cfg.dedup.num_perm)
+    bands_rows = candidate_bands(threshold, cfg.dedup.num_perm)
     rng = random.Random(int(threshold * 100))
     above = [_pair(rng, threshold + 0.05, min(1.0, threshold + 0.1)) for _ in range(120)]
     below = [_pair(rng, threshold - 0.15, threshold - 0.1) for _ in range(120)]
