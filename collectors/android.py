@@ -145,13 +145,14 @@ class Screen:
     # Set when the hierarchy had more nodes to show than this: the text stops after the first ones.
     max_nodes: int | None = None
 
-    def record_facts(self, metadata: dict[str, Any]) -> None:
-        """Record what the harness did to this screen (the node cap) as a turn fact in `metadata`."""
+    def record_facts(self, metadata: dict[str, Any], key: str = turn_facts.HARNESS) -> None:
+        """Record what the harness did to this screen (the node cap) as a fact in `metadata`."""
         if self.max_nodes is not None:
             turn_facts.record(
                 metadata,
                 turn_facts.NODES_TRUNCATED,
                 {"max_nodes": self.max_nodes, "nodes_shown": len(self.nodes)},
+                key=key,
             )
 
 
@@ -384,7 +385,7 @@ class AndroidEnvironment(GuiEnvironment):
             f"## Launched\n{self.app or '(none: the current screen)'}\n\n## Screen\n{text}"
         )
         reset_info: dict[str, Any] = {"serial": serial or "", "app": self.app or ""}
-        self.screen.record_facts(reset_info)
+        self.screen.record_facts(reset_info, key=turn_facts.INITIAL)
         return ResetResult(
             observation=Observation(text=text, format=ObservationFormat.VIEW_HIERARCHY),
             initial_state=initial_state,

@@ -636,7 +636,11 @@ class DesktopEnvironment(GuiEnvironment):
             observation=Observation(text=text, format=ObservationFormat.AXTREE),
             initial_state=initial_state,
             action_space=ACTION_SPACE,
-            info={"display": session.display, "apps": [a.name for a in session.apps], **self.observed},
+            info={
+                "display": session.display,
+                "apps": [a.name for a in session.apps],
+                **({turn_facts.INITIAL: turn_facts.facts(self.observed)} if self.observed else {}),
+            },
         )
 
     def step(self, action: Action) -> StepResult:

@@ -11,8 +11,9 @@ no model learns to predict text the screen never showed.
         "out_of_action_space": {"tool": "delete_repo"},
     }
 
-A fact about the observation a trajectory starts from (the screen at reset) is recorded the same way in
-the trajectory's metadata.
+Facts about the observation a trajectory starts from (the screen at reset) are recorded the same way
+in the trajectory's metadata, under INITIAL (`initial_observation_harness`, beside
+`initial_observation`): a trajectory's `harness` names the harness a recording came from.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 HARNESS = "harness"
+INITIAL = "initial_observation_harness"
 
 TIMED_OUT = "timed_out"  # {"after_s": float}: the step hit its time limit and was interrupted
 TRUNCATED = "truncated"  # {"bytes_total": int, "bytes_kept": int}: the observation was cut at the cap
@@ -34,16 +36,19 @@ NODES_TRUNCATED = "nodes_truncated"
 FACTS = (TIMED_OUT, TRUNCATED, OUT_OF_ACTION_SPACE, NO_PROMPT, ENDED, OUTPUT_FLOOD, NODES_TRUNCATED)
 
 
-def record(metadata: dict[str, Any], fact: str, detail: dict[str, Any] | None = None) -> None:
-    """Record `fact` (one of FACTS) with its detail in a turn's metadata."""
+def record(
+    metadata: dict[str, Any], fact: str, detail: dict[str, Any] | None = None, key: str = HARNESS
+) -> None:
+    """Record `fact` (one of FACTS) with its detail in a turn's metadata (`key` INITIAL: in a
+    trajectory's, about its initial observation)."""
     if fact not in FACTS:
         raise ValueError(f"unknown harness fact {fact!r}; known: {', '.join(FACTS)}")
-    metadata.setdefault(HARNESS, {})[fact] = dict(detail or {})
+    metadata.setdefault(key, {})[fact] = dict(detail or {})
 
 
-def facts(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The harness facts recorded in a turn's metadata (empty when there are none)."""
-    value = metadata.get(HARNESS)
+def facts(metadata: dict[str, Any], key: str = HARNESS) -> dict[str, dict[str, Any]]:
+    """The harness facts recorded in a turn's metadata, or under `key` (empty when there are none)."""
+    value = metadata.get(key)
     return value if isinstance(value, dict) else {}
 
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors import android
+from collectors import android, os_desktop
 from collectors.android import MAX_NODES, AndroidEnvironment, parse_hierarchy
 from collectors.collection import CollectConfig, collect
 from collectors.environment import EnvironmentOptions, Task
@@ -98,9 +98,11 @@ def test_android_screen_past_the_cap_is_a_turn_fact_not_text() -> None:
         lines[-1]
         == f'  [{MAX_NODES}] TextView "Row {MAX_NODES - 2}" id=title [0,{MAX_NODES - 2}][1080,{MAX_NODES - 1}]'
     )
-    assert turn_facts.facts(reset.info) == {
+    # the reset screen's facts sit beside initial_observation; a trajectory's `harness` names a harness
+    assert turn_facts.facts(reset.info, turn_facts.INITIAL) == {
         turn_facts.NODES_TRUNCATED: {"max_nodes": MAX_NODES, "nodes_shown": MAX_NODES}
     }
+    assert turn_facts.HARNESS not in reset.info
     swiped = env.step(Action(kind=ActionKind.GUI, text="swipe('up')"))
     assert OURS not in swiped.observation.text and swiped.observation.text.endswith(lines[-1])
     assert turn_facts.facts(swiped.info)[turn_facts.NODES_TRUNCATED] == {
@@ -125,9 +127,10 @@ def test_android_cap_reaches_the_written_trajectory(tmp_path: Path, monkeypatch:
     collect(CollectConfig(env="android", tasks_path=tasks, policy="scripted", out=tmp_path / "out"))
     (trajectory,) = list(iter_trajectories(tmp_path / "out"))
     assert trajectory.status == TrajectoryStatus.COMPLETE
-    assert turn_facts.facts(trajectory.metadata) == {
+    assert turn_facts.facts(trajectory.metadata, turn_facts.INITIAL) == {
         turn_facts.NODES_TRUNCATED: {"max_nodes": MAX_NODES, "nodes_shown": MAX_NODES}
     }
+    assert turn_facts.HARNESS not in trajectory.metadata
     swiped, back = trajectory.turns
     assert turn_facts.facts(swiped.metadata) == {
         turn_facts.NODES_TRUNCATED: {"max_nodes": MAX_NODES, "nodes_shown": MAX_NODES}
@@ -199,6 +202,20 @@ class HelperStandIn:
         self.apps = [RunningApp(command=["gnome-calculator"], pid=42, name="gnome-calculator")]
         self.buttons = buttons
         self.calls: list[tuple[str, ...]] = []
+        self.display = ":99"
+
+    # what DesktopEnvironment.reset asks of a session it opened
+    def start(self) -> HelperStandIn:
+        return self
+
+    def put_files(self, files: dict[str, str]) -> None:
+        pass
+
+    def focus_app(self, app: RunningApp) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def atspi(self, cmd: str, **request: Any) -> dict[str, Any]:
         if cmd == "apps":
@@ -225,6 +242,24 @@ class HelperStandIn:
     def xdotool(self, *args: str) -> str:
         self.calls.append(args)
         return ""
+
+
+def test_os_reset_records_the_cut_beside_the_initial_observation(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = HelperStandIn(buttons=900)
+    monkeypatch.setattr(os_desktop, "desktop_sandbox", lambda client, limits, label: None)
+    monkeypatch.setattr(os_desktop, "DesktopSession", lambda sandbox: session)
+    env = DesktopEnvironment(EnvironmentOptions(client=object()))  # type: ignore[arg-type]
+    reset = env.reset(Task(id="calc", instruction="x", config={"os": {"apps": [], "settle_s": 0}}))
+    assert OURS not in reset.observation.text and OURS not in (reset.initial_state or "")
+    assert turn_facts.facts(reset.info, turn_facts.INITIAL) == {
+        turn_facts.NODES_TRUNCATED: {"max_nodes": 800, "nodes_shown": 799}
+    }
+    assert turn_facts.HARNESS not in reset.info
+    session.buttons = 5
+    assert (
+        turn_facts.INITIAL
+        not in env.reset(Task(id="calc", instruction="x", config={"os": {"settle_s": 0}})).info
+    )
 
 
 def test_os_step_records_the_cut_in_turn_metadata() -> None:
