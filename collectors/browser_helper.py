@@ -119,6 +119,8 @@ class Driver:
         self.statuses: dict[int, int] = {}  # id(page) -> HTTP status of its last main-frame navigation
         self.crashed: str | None = None
         self.watched: set[int] = set()  # id() of the pages whose events are subscribed
+        # A page-defined episode (MiniWoB++): JS that starts it after load and reads its status.
+        self.episode: dict[str, str] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def launch(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +156,9 @@ class Driver:
         self.timeout_ms = int(req.get("timeout_ms", 5000))
         self.settle_ms = int(req.get("settle_ms", 150))
         self.refused, self.statuses, self.crashed, self.watched = [], {}, None, set()
+        self.episode = req.get("episode") or None
+        if self.sites is not None:  # this task's static trees only, never the previous task's
+            self.sites.static = {str(k): str(v) for k, v in (req.get("static") or {}).items()}
         self.context = self.browser.new_context(
             viewport=req.get("viewport", {"width": 1280, "height": 800}),
             locale="en-GB",
@@ -183,7 +188,28 @@ class Driver:
                 "error": first_line(exc),
                 "refused": self.take_refused(),
             }
-        return {"ok": True, "status": response.status if response is not None else None}
+        reply: dict[str, Any] = {"ok": True, "status": response.status if response is not None else None}
+        if self.episode:
+            try:
+                self.page.evaluate(self.episode["start"])
+                self.page.wait_for_function(self.episode["ready"], timeout=self.timeout_ms)
+                reply["episode"] = self.episode_status()
+            except PlaywrightError as exc:
+                return {
+                    "ok": False,
+                    "kind": "playwright",
+                    "error": f"the page's episode did not start: {first_line(exc)}",
+                }
+        return reply
+
+    def episode_status(self) -> Any:
+        """What the page says about its episode (the task's `status` expression), or None."""
+        if not self.episode:
+            return None
+        try:
+            return self.page.evaluate(self.episode["status"])
+        except Exception as exc:  # a page that navigated away has no episode any more
+            return {"error": first_line(exc)}
 
     def close_context(self) -> None:
         if self.context is not None:
@@ -536,6 +562,8 @@ def handle(driver: Driver, req: dict[str, Any]) -> dict[str, Any]:
     else:
         return {"ok": False, "kind": "protocol", "error": f"unknown command {cmd!r}"}
     if driver.page is not None:
+        if driver.episode and cmd != "reset":
+            reply["episode"] = driver.episode_status()
         reply["page"] = driver.page_state()
     reply["refused"] = reply.get("refused", []) + driver.take_refused()
     return reply

@@ -22,7 +22,9 @@ tmpfs for /tmp, HOME and /dev/shm, memory and process limits. Chromium, the Play
 page-driving code (collectors/browser_helper.py) all run in that container; the collector on the host
 speaks JSON lines with the helper over the exec's stdin/stdout, the only channel between them. The
 bundled sites (collectors/sites/) are copied in and served on the sandbox's own loopback
-(`{sites}` is http://127.0.0.1:8000 there), so nothing on the host is reachable from the page.
+(`{sites}` is http://127.0.0.1:8000 there), so nothing on the host is reachable from the page. A
+task's `web.static` folders (MiniWoB++ pages) are copied in too and served read-only by the same
+server at `{sites}/<name>/`; `web.miniwob` starts a MiniWoB++ page's episode (collectors/web_episodes.py).
 What a page may load is an allow-list of origins per task: the bundled sites, plus the task's
 `web.allow` when it has `"network": true`. `url_verdict` refuses every other host, port and scheme
 (file:, chrome:, view-source:, javascript:, ...) before a request leaves the browser: the collector
@@ -45,7 +47,7 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,7 @@ import docker.errors
 
 from collectors import engine
 from collectors.browser_helper import SITES_URL, origin_of, url_verdict
-from collectors.environment import Check, ResetResult, StepResult, Task, TaskError
+from collectors.environment import INFO_EPISODE_END, Check, ResetResult, StepResult, Task, TaskError
 from collectors.gui_common import (
     ActionSyntaxError,
     EnvFailure,
@@ -68,6 +70,9 @@ from collectors.gui_common import (
 )
 from collectors.sandbox import Sandbox, SandboxError, SandboxLimits
 from collectors.sites import SITES_PLACEHOLDER
+from collectors.sites.apps import APPS as BUNDLED_APPS
+from collectors.static_site import StaticSiteError, check_site, read_site, tree_digest
+from collectors.web_episodes import check_miniwob, miniwob_episode
 from schemas import Action, ActionKind, ActionSpace, Domain, Observation, ObservationFormat
 
 IMAGE = "worldline/browser"
@@ -344,6 +349,7 @@ class BrowserSandbox:
     version: str
     sites_url: str
     network: bool
+    copied: set[str] = field(default_factory=set)  # sandbox folders holding static trees
 
     @classmethod
     def open(
@@ -392,6 +398,23 @@ class BrowserSandbox:
             raise
         return cls(sandbox, helper, str(reply["version"]), str(reply["sites_url"]), network)
 
+    def put_static(self, static: dict[str, str], task_id: str) -> dict[str, str]:
+        """Copy a task's static trees (`web.static`: name -> host site folder, collectors/static_site.py)
+        into the sandbox once each; returns name -> folder in the sandbox, for the sites server to
+        serve at {sites}/<name>/."""
+        placed: dict[str, str] = {}
+        for name, folder in sorted(static.items()):
+            try:
+                files = read_site(folder, f"task {task_id}: web.static {name!r}")
+            except StaticSiteError as exc:
+                raise TaskError(str(exc)) from exc
+            where = f"{HELPER_DIR}/static/{tree_digest(files)[:16]}"
+            if where not in self.copied:
+                self.sandbox.put_files(files, base=where)
+                self.copied.add(where)
+            placed[name] = where
+        return placed
+
     def close(self) -> None:
         self.helper.close()
         self.sandbox.close()
@@ -404,7 +427,7 @@ class WebEnvironment(GuiEnvironment):
     domain = Domain.WEB
     action_space = ACTION_SPACE
     default_image = IMAGE
-    config_fields = frozenset({"start_url", "limits", "allow"})
+    config_fields = frozenset({"start_url", "limits", "allow", "static", "miniwob"})
 
     def __init__(self, options: Any, browser: BrowserSandbox | None = None) -> None:
         super().__init__(options)
@@ -448,6 +471,27 @@ class WebEnvironment(GuiEnvironment):
                 'network unless the task sets "network": true; add it or drop web.allow'
             )
         BrowserLimits().with_overrides(config.get("limits"), f"{where} (id {task.id})")
+        static = config.get("static", {})
+        if not isinstance(static, dict) or not all(
+            isinstance(k, str)
+            and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", k)
+            and k not in BUNDLED_APPS
+            and isinstance(v, str)
+            and Path(v).is_absolute()
+            for k, v in static.items()
+        ):
+            raise TaskError(
+                f"{where} (id {task.id}): field 'web.static' must map names (lowercase, not a bundled app: "
+                f"{', '.join(sorted(BUNDLED_APPS))}) to absolute folder paths, served at {{sites}}/<name>/; "
+                f"got {static!r}"
+            )
+        for name, folder in sorted(static.items()):
+            try:
+                check_site(folder, f"{where} (id {task.id}): web.static {name!r}")
+            except StaticSiteError as exc:
+                raise TaskError(str(exc)) from exc
+        if "miniwob" in config:
+            check_miniwob(config["miniwob"], f"{where} (id {task.id})")
 
     @classmethod
     def doctor_checks(cls) -> list[Check]:
@@ -507,6 +551,8 @@ class WebEnvironment(GuiEnvironment):
             )
             self.sandbox = self.browser.sandbox
         start_url = resolve_start_url(str(config.get("start_url", "")), self.browser.sites_url)
+        static = self.browser.put_static(dict(config.get("static") or {}), task.id)
+        episode = miniwob_episode(config["miniwob"]) if "miniwob" in config else None
         reply = self._call(
             max(self.limits.action_timeout_ms, 15000) / 1000 + 30,
             cmd="reset",
@@ -515,6 +561,8 @@ class WebEnvironment(GuiEnvironment):
             timeout_ms=self.limits.action_timeout_ms,
             settle_ms=self.limits.settle_ms,
             viewport=VIEWPORT,
+            static=static,
+            episode=episode,
         )
         refused = reply.get("refused") or []
         if not reply.get("ok"):
@@ -546,6 +594,11 @@ class WebEnvironment(GuiEnvironment):
         }
         if refused:
             info["refused"] = refused
+        if episode is not None:
+            info["miniwob"] = reply.get("episode")
+            initial_state += (
+                f"\n\n## MiniWoB++ episode\n{json.dumps(reply.get('episode'), ensure_ascii=False)}"
+            )
         return ResetResult(
             observation=Observation(text=text, format=ObservationFormat.AXTREE),
             initial_state=initial_state,
@@ -574,6 +627,15 @@ class WebEnvironment(GuiEnvironment):
             self.last_error = str(reply.get("error", ""))
             info["action_error"] = str(reply.get("kind", "playwright"))
         info.update(reply.get("info") or {})
+        episode = reply.get("episode")
+        if isinstance(episode, dict):
+            info["miniwob"] = episode
+            if episode.get("done"):  # the page ended its episode (core.endEpisode): nothing more to do
+                info[INFO_EPISODE_END] = {
+                    "status": "complete",
+                    "reason": f"the MiniWoB++ episode ended with reward {episode.get('reward')} "
+                    f"(raw {episode.get('raw_reward')})",
+                }
         refused = list(info.pop("refused", [])) + list(reply.get("refused") or [])
         if refused:
             info["refused"] = refused

@@ -100,7 +100,7 @@ def synthesize_command(
 
 @tasks_app.command("import")
 def import_command(
-    suite: str = typer.Argument(..., help="terminal-bench | swe-bench | osworld | mcp."),
+    suite: str = typer.Argument(..., help="terminal-bench | swe-bench | osworld | mcp | miniwob."),
     path: str = typer.Argument(
         ..., help="The suite's files (task folder(s), instance file, task JSON) or, for mcp, a server."
     ),
@@ -111,6 +111,10 @@ def import_command(
     build_image: bool = typer.Option(
         True, "--build-image/--no-build-image", help="terminal-bench: build worldline/tbench if missing."
     ),
+    site_dir: Path | None = typer.Option(
+        None, "--site-dir", file_okay=False, help="miniwob: where to copy the pages (default: OUT.site/)."
+    ),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="miniwob: tasks per page (seeds 0..N-1)."),
 ) -> None:
     """Import a public task suite: every task valid for `worldline collect`, with its suite and task id
     in metadata; prints how many were imported and why the others were skipped."""
@@ -118,7 +122,10 @@ def import_command(
     from collectors.task_import import SuiteError, import_suite
 
     try:
-        result = import_suite(suite, path, repo_source=repo)
+        options = (
+            {"site_dir": site_dir or out.with_suffix(".site"), "seeds": seeds} if suite == "miniwob" else {}
+        )
+        result = import_suite(suite, path, repo_source=repo, **options)
     except SuiteError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc

@@ -8,9 +8,11 @@ library and each other: they are copied into the sandbox and run on the image's 
 
 from __future__ import annotations
 
+import mimetypes
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from collectors.sites.apps import Request, Response, route
 
@@ -25,6 +27,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         parts = urlsplit(self.path)
+        server_: SitesServer = self.server  # type: ignore[assignment]
+        if method == "GET" and self._serve_static(server_, parts.path):
+            return
         body = b""
         if method == "POST":
             length = int(self.headers.get("Content-Length") or 0)
@@ -48,6 +53,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _serve_static(self, server: SitesServer, path: str) -> bool:
+        """A file of a static tree mounted at /<name>/ (GET only, no listings, nothing outside the
+        tree); False when `path` is not under a mounted name, so the bundled apps answer it."""
+        name, _, rest = path.lstrip("/").partition("/")
+        root = server.static.get(name)
+        if root is None:
+            return False
+        target = os.path.realpath(os.path.join(root, unquote(rest)))
+        inside = target.startswith(os.path.realpath(root) + os.sep)
+        if not inside or not os.path.isfile(target):
+            body = b"not found"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+        else:
+            with open(target, "rb") as f:
+                body = f.read()
+            self.send_response(200)
+            self.send_header("Content-Type", mimetypes.guess_type(target)[0] or "application/octet-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return True
+
     def do_GET(self) -> None:
         self._serve("GET")
 
@@ -63,6 +91,8 @@ class SitesServer(ThreadingHTTPServer):
     def __init__(self, port: int = 0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.state: dict[str, dict[str, object]] = {}
+        # Static trees served read-only at /<name>/ (a task's `web.static`), replaced per task.
+        self.static: dict[str, str] = {}
         self._thread: threading.Thread | None = None
 
     @property

@@ -25,6 +25,7 @@ SUITE_MODULES = {
     "swe-bench": "collectors.task_import.swe_bench",
     "osworld": "collectors.task_import.osworld",
     "mcp": "collectors.task_import.mcp_tools",
+    "miniwob": "collectors.task_import.miniwob",
 }
 
 
