@@ -19,6 +19,7 @@ Paths inside the files are relative to the pool folder: run the trainers from th
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -218,13 +219,14 @@ def write_trainer_configs(
             "exports/llamafactory/cpt.yaml", CPT_HEADER, llama_factory_cpt_args(pools["cpt"]["tokens"])
         ),
     ]
-    import worldline.rewards.verl as reward_module
-
+    # The reward's file, found without importing it (its judge and LLM client cost a second to import).
+    reward_spec = importlib.util.find_spec("worldline.rewards.verl")
+    assert reward_spec is not None and reward_spec.origin is not None
     target = _rl_target_tokens(rl_parts, get_token_counter(tokenizer))
     verl = write_yaml(
         "exports/verl/worldline.yaml",
         VERL_HEADER,
-        verl_config(exports.get("verl", []), pools["rl"]["tokens"], target, str(reward_module.__file__)),
+        verl_config(exports.get("verl", []), pools["rl"]["tokens"], target, reward_spec.origin),
     )
     return {"llama_factory": lf, "verl_config": [verl]}
 
