@@ -737,7 +737,8 @@ def test_hidden_answers_never_show_in_results(
         assert not unnatural(shown), shown
     assert hider.resolve(hit.url).split("#")[0] == url.split("#")[0] or hit.url == url.split("#")[0]
     plain = Hit("https://docs.example.org/3/library/other.html#x", "Other page", "nothing to hide", "")
-    assert hider.hide_in_hits([plain]) == [plain]  # text without the answer is untouched
+    if not leaked_spellings(answer, " ".join((plain.url, plain.title, plain.snippet))):  # e.g. "or" in .org
+        assert hider.hide_in_hits([plain]) == [plain]  # text without the answer is untouched
 
 
 def test_hidden_answer_on_the_real_index_urls_words_and_pages() -> None:
