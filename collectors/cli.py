@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from collectors.collection import CollectConfig, CollectError, collect, merge_shards, parse_shard
 from collectors.environment import TaskError, collector_domains
+from collectors.personas import MIX, NONE, PersonaError, PersonaSetting, help_text, parse_mix
 from collectors.policies import POLICIES
 from collectors.sandbox import SandboxLimits
 
@@ -39,7 +40,25 @@ def collect_command(
         help="Wall-clock seconds per episode (a task's deadline_s overrides); beyond it: env_failure.",
     ),
     temperature: float = typer.Option(
-        0.0, "--temperature", help="Sampling temperature of the openai policy."
+        0.0,
+        "--temperature",
+        help="Sampling temperature of the openai policy with --persona none (a persona has its own).",
+    ),
+    persona: str = typer.Option(
+        MIX,
+        "--persona",
+        help=f"openai policy: {MIX} (drawn per rollout from the seed, the task id and the rollout), "
+        f"{NONE}, or a persona for every episode; a task's metadata.persona overrides. Personas: "
+        f"{help_text()}.",
+    ),
+    persona_mix: str = typer.Option(
+        "",
+        "--persona-mix",
+        help="openai policy: the weights of the mix, NAME=W,... (only the listed personas are drawn); "
+        "default: every persona, weight 1.",
+    ),
+    persona_seed: int = typer.Option(
+        0, "--persona-seed", help="openai policy: the seed of the persona draw."
     ),
     rollouts: int = typer.Option(
         1, "--rollouts", min=1, help="Episodes per task (each its own LLM sample index and trajectory)."
@@ -96,6 +115,14 @@ def collect_command(
             [os.environ.get("WORLDLINE_SEARCH_ALLOWED_URLS", ""), *search_allow_url]
         ).strip()
     try:
+        weights = parse_mix(persona_mix) if persona_mix else None
+    except PersonaError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--persona-mix") from exc
+    try:
+        persona_setting = PersonaSetting(persona, weights, persona_seed).check("--persona")
+    except PersonaError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--persona") from exc
+    try:
         shard_spec = parse_shard(shard) if shard else None
     except CollectError as exc:
         console.print(f"[red]error:[/] {exc}")
@@ -112,6 +139,7 @@ def collect_command(
         flush_every=flush_every,
         episode_deadline_s=episode_deadline,
         temperature=temperature,
+        persona=persona_setting,
         rollouts=rollouts,
         context_tokens=context_tokens or None,
         shard=shard_spec,

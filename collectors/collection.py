@@ -46,6 +46,7 @@ from collectors.environment import (
     environment_class,
     load_tasks,
 )
+from collectors.personas import PersonaError, PersonaSetting
 from collectors.policies import POLICIES, Policy, PolicyError, make_policy
 from collectors.recording import remove_unpublished, take_redactions
 from collectors.sandbox import (
@@ -137,7 +138,8 @@ class CollectConfig:
     flush_every: int = 8
     source_name: str | None = None
     rollouts: int = 1  # episodes per task; each rollout samples the policy with its own sample index
-    temperature: float | None = 0.0  # the openai policy's sampling temperature
+    temperature: float | None = 0.0  # the openai policy's sampling temperature without a persona
+    persona: PersonaSetting = field(default_factory=PersonaSetting)  # the openai policy's (none by default)
     context_tokens: int | None = None  # the openai policy drops old turns beyond this estimate
     episode_deadline_s: float = 1800.0
     shard: tuple[int, int] | None = (
@@ -320,6 +322,12 @@ def collect(
         index, count = config.shard
         tasks = [t for t in tasks if shard_of(t.id, count) == index]
         config = replace(config, out=config.out / shard_dir(index, count), shard=None)
+    if config.policy == "openai":
+        try:  # a misspelt persona fails the run before any sandbox starts
+            for task in tasks:
+                config.persona.check().for_task(task.id, task.metadata)
+        except PersonaError as exc:
+            raise CollectError(f"cannot collect: {exc}") from exc
     client = preflight(config, tasks)
     llm_client = None
     if config.policy == "openai":
@@ -386,6 +394,7 @@ def collect(
                                 temperature=config.temperature,
                                 sample_index=rollout,
                                 context_tokens=config.context_tokens,
+                                persona=config.persona,
                             )
                             attempt = attempts[episode_key(task.id, rollout)] + 1
                             fut = pool.submit(
@@ -731,6 +740,9 @@ def run_episode(
     usage = getattr(policy, "usage", None)
     if usage:
         metadata["llm_usage"] = dict(usage)
+    persona = getattr(policy, "persona_record", None)
+    if persona:
+        metadata["persona"] = persona
     if status == TrajectoryStatus.COMPLETE and not turns:
         # Nothing happened: an agent that answers without acting has not completed the task.
         said = getattr(policy, "final_text", "") or ""

@@ -2,7 +2,8 @@
 
 `scripted` replays the actions in the task file (also how public traces are re-grounded: their actions
 are run in a real sandbox and the real observations recorded). `openai` is a tool-calling agent on any
-OpenAI-compatible endpoint through the shared client `worldline.llm`.
+OpenAI-compatible endpoint through the shared client `worldline.llm`, working as a persona drawn per
+rollout (collectors/personas.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from collectors import personas
 from collectors.environment import Task, read_action
 from collectors.policy_base import Decision as Decision
 from collectors.policy_base import Policy as Policy
@@ -70,7 +72,11 @@ class OpenAIPolicy(Policy):
     (arguments JSON we could repair is executed repaired, with `repaired` and the raw text in the turn's
     `policy` metadata); of several parallel calls the first is executed and the others are answered
     with an error and listed in the metadata. When the conversation outgrows `context_tokens`, the
-    oldest turns are replaced by a one-line summary of their actions, and the turn says how many."""
+    oldest turns are replaced by a one-line summary of their actions, and the turn says how many.
+
+    With a persona (`persona`, over which the task's `metadata.persona` goes), its paragraph ends the
+    system prompt and its temperature and top_p replace `temperature`; the task's instruction and the
+    tools stay as they are. `persona_record` is what the trajectory's metadata records of it."""
 
     name = "openai"
 
@@ -82,6 +88,7 @@ class OpenAIPolicy(Policy):
         temperature: float | None = 0.0,
         sample_index: int = 0,
         context_tokens: int | None = None,
+        persona: personas.PersonaSetting | None = None,
     ) -> None:
         # `client` is a worldline.llm.SyncLLMClient; typed loosely so collectors import no LLM code
         # unless this policy is chosen.
@@ -90,6 +97,9 @@ class OpenAIPolicy(Policy):
         self.temperature = temperature
         self.sample_index = sample_index  # distinct per rollout so the LLM cache does not replay one answer
         self.context_tokens = context_tokens
+        self.persona = persona or personas.PersonaSetting()
+        self.persona_record: dict[str, Any] | None = None
+        self._sampling: dict[str, Any] = {"temperature": temperature}
         self.messages: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
         self._pending_call_id: str | None = None
@@ -115,6 +125,18 @@ class OpenAIPolicy(Policy):
             for t in action_space.tools
         ]
         system = AGENT_SYSTEM_PROMPT.format(task=task.instruction, space=action_space.description or "")
+        try:
+            setting = self.persona.for_task(task.id, task.metadata)
+            chosen = setting.choose(task.id, self.sample_index)
+        except personas.PersonaError as exc:
+            raise PolicyError(str(exc)) from None
+        self.persona_record = None
+        self._sampling = {"temperature": self.temperature}
+        if chosen is not None:
+            system += chosen.system_text
+            self._sampling = chosen.sampling
+            set_by = "task" if task.metadata.get("persona") is not None else "run"
+            self.persona_record = personas.record(chosen, setting, set_by, self.sample_index)
         self.messages = [
             {"role": "system", "content": system},
             {
@@ -149,8 +171,8 @@ class OpenAIPolicy(Policy):
                 Role.AGENT_POLICY,
                 self.messages,
                 tools=self.tools,
-                temperature=self.temperature,
                 sample_index=self.sample_index,
+                **self._sampling,
             )
         except BudgetExceeded as exc:  # nothing was sent
             raise PolicyError(f"task {self._task_id}: {exc}", retryable=True, stops_run=True) from exc
@@ -280,9 +302,10 @@ def make_policy(
     temperature: float | None = 0.0,
     sample_index: int = 0,
     context_tokens: int | None = None,
+    persona: personas.PersonaSetting | None = None,
 ) -> Policy:
     """A fresh policy by name (one per task: policies keep per-episode state). The openai policy needs
-    a worldline.llm SyncLLMClient, shared by all tasks of a run."""
+    a worldline.llm SyncLLMClient, shared by all tasks of a run; `persona` is its run's persona setting."""
     if name == "scripted":
         return ScriptedPolicy()
     if name == "explore":  # seeded exploration without an LLM (collectors/explore.py)
@@ -298,5 +321,6 @@ def make_policy(
             temperature=temperature,
             sample_index=sample_index,
             context_tokens=context_tokens,
+            persona=persona,
         )
     raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
