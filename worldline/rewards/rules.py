@@ -26,8 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from schemas.domains import domain_spec, is_registered
 from schemas.span_labels import TurnLabels
 from worldline.rewards.spans import check_segments, has_checkable_content, span_segments
@@ -251,6 +249,8 @@ def _check(prediction: str, rule: Mapping[str, Any]) -> CheckOutcome:
             value = json.loads(prediction)
         except ValueError:
             return CheckOutcome(kind, False, "prediction is not JSON")
+        import jsonschema  # imported here: it costs a quarter second of every pools build's start-up
+
         try:
             jsonschema.validate(value, rule.get("schema") or {})
         except jsonschema.ValidationError as error:
