@@ -184,6 +184,7 @@ BUILT_IN_DOMAINS: tuple[DomainSpec, ...] = (
     DomainSpec(
         Domain.ANDROID.value, "Android", "an Android device screen after taps, swipes and typing",
         ActionKind.GUI, "collectors.android", gui=True, local=False,
+        generator="collectors.generators.android", explorer="collectors.explore_android:AndroidExplorer",
         not_replayable="the device's state is not rebuilt from the task alone",
     ),
     DomainSpec(

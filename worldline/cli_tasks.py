@@ -10,13 +10,17 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from schemas.domains import registered_domains
+
 console = Console(stderr=True, soft_wrap=True)
 tasks_app = typer.Typer(help="Make task files for `worldline collect`.", no_args_is_help=True)
+# The registered domains with a task generator, as collectors.generators.generator_domains() reads them.
+_GENERATOR_DOMAINS = sorted(spec.value for spec in registered_domains() if spec.generator)
 
 
 @tasks_app.command("generate")
 def generate_command(
-    env: str = typer.Option(..., "--env", help="Domain: terminal | swe | mcp | search | web | os."),
+    env: str = typer.Option(..., "--env", help=f"Domain: {' | '.join(_GENERATOR_DOMAINS)}."),
     n: int = typer.Option(..., "--n", min=0, help="How many tasks."),
     seed: int = typer.Option(0, "--seed", help="Generator seed: the same seed gives the same file."),
     out: Path = typer.Option(..., "--out", dir_okay=False, help="Task file to write (JSONL)."),

@@ -178,5 +178,9 @@ def test_optional_parts_come_from_the_registry_entry(tmp_path: Path) -> None:
     finally:
         unregister_domain(LOOPBACK.value)
     assert "loopback" not in generator_domains() and explorer_class("loopback") is None
-    assert explorer_class("android") is None and explorer_class("web") is not None
-    assert "terminal" in generator_domains() and "android" not in generator_domains()
+    register_domain(LOOPBACK)  # an entry that names neither
+    try:
+        assert explorer_class("loopback") is None and explorer_class("web") is not None
+        assert "terminal" in generator_domains() and "loopback" not in generator_domains()
+    finally:
+        unregister_domain(LOOPBACK.value)
