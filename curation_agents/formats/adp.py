@@ -25,9 +25,22 @@ EXTENSION = "worldline"
 """The key under `details` where `worldline export adp` keeps what ADP has no field for."""
 SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "console", "commandline"})
 _RESTORED = frozenset(
-    {"action_kind", "observation_format", "exit_code", "is_error", "started_at", "duration_s"}
+    {
+        "action",
+        "action_kind",
+        "tool_name",
+        "observation",
+        "observation_format",
+        "exit_code",
+        "is_error",
+        "started_at",
+        "duration_s",
+    }
 )
-"""Turn fields `details.worldline.turns` gives back (ADP's items have no place for them)."""
+"""Turn fields `details.worldline.turns` gives back: those ADP's items have no place for, and the
+action, tool name and observation where the items do not give them back as they were."""
+_TRAJECTORY_TEXTS = ("initial_state", "demonstrations", "simulation_instruction")
+"""Trajectory fields `details.worldline` gives back (through metadata, where the cleaner takes them)."""
 SWE_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "edit_file"})
 """Tools that edit a repository's files: a trajectory calling them is a SWE one."""
 
@@ -134,11 +147,19 @@ def parse(payload: Any) -> ParsedRecord:
             last["metadata"]["observation_reward"] = item["reward"]
         if item["class_"] == "text_observation" and item.get("source") == "user":
             last["metadata"]["observation_source"] = "user"
+        if isinstance(item.get("name"), str):
+            last["metadata"]["observation_name"] = item["name"]
     if not turns:
         raise StageFailure(ReasonCode.NO_TURNS, f"ADP record {record.get('id')!r} has no action")
-    for index, saved in enumerate(as_list(extension.get("turns"))[: len(turns)]):
-        restored = {k: v for k, v in as_dict(saved).items() if k in _RESTORED}
-        turns[index].update(restored)  # type: ignore[typeddict-item]
+    for index, saved_turn in enumerate(as_list(extension.get("turns"))[: len(turns)]):
+        saved = as_dict(saved_turn)
+        turns[index].update({k: v for k, v in saved.items() if k in _RESTORED})  # type: ignore[typeddict-item]
+        meta = turns[index]["metadata"]
+        for key in as_list(saved.get("metadata_absent")):
+            meta.pop(key, None)
+        meta.update(as_dict(saved.get("metadata")))
+        if isinstance(saved.get("state_changed"), bool):
+            meta["state_changed"] = saved["state_changed"]
     others = {k: v for k, v in details.items() if k != EXTENSION}
     meta_out: dict[str, Any] = {
         "adp_id": record.get("id"),
@@ -148,9 +169,10 @@ def parse(payload: Any) -> ParsedRecord:
         **({"adp_initial_observation": "\n".join(initial)} if initial else {}),
         **(
             {"adp_available_custom_tools": record["available_custom_tools"]}
-            if record.get("available_custom_tools")
+            if record.get("available_custom_tools") and not isinstance(extension.get("tools"), list)
             else {}
         ),
+        **{k: extension[k] for k in _TRAJECTORY_TEXTS if isinstance(extension.get(k), str)},
         **as_dict(extension.get("metadata")),
     }
     if isinstance(details.get("source"), str):
@@ -161,7 +183,9 @@ def parse(payload: Any) -> ParsedRecord:
         or _domain(content, bool(record.get("available_custom_tools"))),
         "task": "\n".join(task) or str(extension.get("task") or ""),
         "system_prompt": "\n".join(system) or None,
-        "tools": [
+        "tools": [as_dict(t) for t in as_list(extension["tools"])]
+        if isinstance(extension.get("tools"), list)
+        else [
             {"name": n, "description": None, "parameters": None}
             for n in as_list(record.get("available_custom_tools"))
             if isinstance(n, str)
