@@ -74,7 +74,9 @@ class DedupConfig:
     """Exact and near-duplicate removal over normalised action + observation text."""
 
     num_perm: int = 128
-    threshold: float = 0.8  # Jaccard over word shingles; LSH bands/rows come from datasketch's optimiser
+    # Exact Jaccard of the word-shingle sets at and above which two records are near duplicates; LSH
+    # candidates come from bands/rows chosen from it and num_perm (minhash.candidate_bands).
+    threshold: float = 0.8
     shingle_words: int = 5
     seed: int = 1
     # Fold digit runs to 0 before comparing (timestamps, PIDs, ports in actions). Observations keep
