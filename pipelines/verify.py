@@ -18,8 +18,9 @@ manifest and its checksums cannot hide a violation.
   share of deterministic content per pool and domain from the labels (or "no labels").
 
 A missing input (shard folder, knowledge corpus, evaluation set) is a violation, never a skip. Rows
-are streamed part by part; memory holds one part's batch plus small per-record state (ids, groups,
-one MinHash signature per pooled trajectory).
+are streamed part by part; memory holds one part's batch plus per-record state (ids, groups, one
+MinHash signature and the normalised text per pooled record: near duplicates are decided by exact
+shingle Jaccard, as the build decides them).
 """
 
 from __future__ import annotations
