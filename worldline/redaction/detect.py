@@ -272,10 +272,12 @@ _PII_PATTERNS: dict[str, str] = {
     # International (+CC or 00CC, then groups as each country writes them: checked against the
     # lengths the country code allows) and North American national forms.
     "phone": r"(?<![\w+./:#=-])(?:(?P<intl>(?:\+|00(?=[1-9]))\d{1,3}(?:[ .\-]?\(\d{1,5}\))?[ .\-]?\d{1,8}(?:[ .\-]\d{1,8}){0,5})"
-    r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w./:-])",
+    # A number may end a sentence or a clause: a "." or ":" after it counts only when a word character
+    # follows (a version, a file name, a port), as for emails.
+    r"|\(\d{3}\)\s?\d{3}[\-.]\d{4}|\d{3}[\-.]\d{3}[\-.]\d{4})(?![\w/-]|[.:]\w)",
     # Payment card numbers: 12-19 digits, in groups of 4 (Amex 4-6-5) or none; Luhn-checked.
     "card": r"(?<![\w.+/-])\d{4}(?:(?P<sep>[ \-])\d{4}(?P=sep)\d{4}(?P=sep)\d{1,7}(?:(?P=sep)\d{1,3})?|(?P<amex>[ \-])\d{6}(?P=amex)\d{4,5}"
-    r"|\d{8,15})(?![\w.+/:-])",
+    r"|\d{8,15})(?![\w+/-]|[.:]\w)",
     # IBANs, compact or in groups of four; checked with mod 97 and the country's format.
     "iban": r"(?<![\w-])[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,3})?)(?![\w-])",
     # IPv4, then IPv6 in any textual form (RFC 4291/5952): full, compressed with "::", an IPv4 tail
