@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache, partial
 
@@ -249,17 +250,19 @@ class ExactNearDuplicateIndex:
         self.width = width
         self.bands, self.rows = candidate_bands(threshold, num_perm)
         self._buckets: dict[str, list[str]] = {}
-        self._records: dict[str, tuple[list[int], str]] = {}
+        # Texts are held zlib-compressed and decompressed only for candidates past the pre-filter.
+        self._records: dict[str, tuple[list[int], bytes]] = {}
         self._shingles: dict[str, frozenset[str]] = {}
 
     def shingles(self, key: str) -> frozenset[str]:
         found = self._shingles.get(key)
         if found is None:
-            found = self._shingles[key] = shingle_set(self._records[key][1], self.width)
+            text = zlib.decompress(self._records[key][1]).decode("utf-8")
+            found = self._shingles[key] = shingle_set(text, self.width)
         return found
 
     def add(self, key: str, signature: list[int], normalised: str) -> None:
-        self._records[key] = (signature, normalised)
+        self._records[key] = (signature, zlib.compress(normalised.encode("utf-8"), 1))
         for bk in band_keys(signature, self.bands, self.rows):
             self._buckets.setdefault(bk, []).append(key)
 
