@@ -10,6 +10,9 @@ DEMO_OUT ?= out/demo
 PYTEST_ARGS ?=
 # tests only, installed without their GPU requirements (pyproject's `trainers` extra holds what they import)
 TRAINERS_NO_DEPS := 'llamafactory==0.9.5' 'verl==0.9.1'
+# MiniWoB++'s task pages (its html/ folder) for `tasks import miniwob` and the browser tests; its
+# Selenium and Gymnasium requirements are not needed for that.
+PAGES_NO_DEPS := 'miniwob==1.1.0'
 
 export CONTAINERS_CONF := $(CURDIR)/infra/containers.conf
 
@@ -25,11 +28,11 @@ system:  ## system packages (podman, runc, debootstrap, ...) via infra/install-s
 
 venv: $(STAMP)  ## the virtualenv in .venv with worldline and its dev tools
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,trainers]'
-	$(BIN)/python -m pip install -q --no-deps $(TRAINERS_NO_DEPS)
+	$(BIN)/python -m pip install -q --no-deps $(TRAINERS_NO_DEPS) $(PAGES_NO_DEPS)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

@@ -22,6 +22,7 @@ from collectors.web import BrowserSandbox, WebEnvironment
 from pipelines.filters import drop_gui_no_change_turns
 from schemas import Action, ActionKind, Domain, Observation, ObservationFormat, Source, SourceKind
 from schemas.trajectory import Trajectory, Turn
+from tests.helpers.miniwob import miniwob_subset
 
 pytestmark = pytest.mark.engine
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "web"
@@ -29,13 +30,17 @@ PAGES = "http://127.0.0.1:8001"  # a static server inside the browser sandbox, o
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[BrowserSandbox]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserSandbox]:
     box = BrowserSandbox.open(engine.connect(), allow=[SITES_URL, PAGES])
     try:
         files = {
             str(p.relative_to(FIXTURES)): p.read_bytes()
-            for p in FIXTURES.rglob("*")
+            for p in (FIXTURES / "pages").rglob("*")
             if p.is_file() and p.suffix in (".html", ".js", ".css")
+        }
+        miniwob = miniwob_subset(tmp_path_factory.mktemp("miniwob"), ["login-user"])
+        files |= {
+            f"miniwob/{p.relative_to(miniwob)}": p.read_bytes() for p in miniwob.rglob("*") if p.is_file()
         }
         box.sandbox.put_files(files, base="/work/pages")
         box.sandbox.container.exec_run(

@@ -1,5 +1,5 @@
-"""`worldline tasks import miniwob`: the MiniWoB++ pages of tests/fixtures/task_suites/miniwob/html
-(real files of the miniwob package's html/ folder) become valid web tasks, and imported tasks are
+"""`worldline tasks import miniwob`: MiniWoB++ pages (six of the miniwob package's html/ folder, laid
+out as it has them: tests/helpers/miniwob.py) become valid web tasks, and imported tasks are
 collected in the real browser sandbox: the page's episode starts with its seed, the observation shows
 the page's query and elements, and the page's own reward ends the episode."""
 
@@ -20,14 +20,19 @@ from collectors.static_site import SITE_MANIFEST, StaticSiteError, read_site, tr
 from collectors.task_import import SuiteError, import_suite
 from collectors.web import WebEnvironment
 from schemas import TrajectoryStatus, iter_trajectories
+from tests.helpers.miniwob import miniwob_subset
 from worldline.cli import app
 
-HTML = Path(__file__).resolve().parents[1] / "fixtures" / "task_suites" / "miniwob" / "html"
 PAGES = ["choose-list", "click-button", "click-link", "enter-text", "focus-text", "login-user"]
 
 
-def test_every_page_and_seed_becomes_a_valid_web_task(tmp_path: Path) -> None:
-    result = import_suite("miniwob", HTML, site_dir=tmp_path / "site", seeds=2)
+@pytest.fixture(scope="module")
+def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return miniwob_subset(tmp_path_factory.mktemp("miniwob") / "html", PAGES)
+
+
+def test_every_page_and_seed_becomes_a_valid_web_task(tmp_path: Path, html: Path) -> None:
+    result = import_suite("miniwob", html, site_dir=tmp_path / "site", seeds=2)
     assert result.skipped == [] and len(result.tasks) == 2 * len(PAGES)
     for domain, task in result.tasks:
         assert domain == "web"
@@ -46,9 +51,9 @@ def test_every_page_and_seed_becomes_a_valid_web_task(tmp_path: Path) -> None:
     served = read_site(tmp_path / "site", "test")  # the manifest lists every copied file, itself aside
     assert sorted(served) == [c for c in copied if c != ".worldline-site.json"]
     assert tree_digest(served) == result.tasks[0][1]["metadata"]["miniwob_site_sha256"]
-    assert (tmp_path / "site" / "core" / "core.js").read_bytes() == (HTML / "core" / "core.js").read_bytes()
+    assert (tmp_path / "site" / "core" / "core.js").read_bytes() == (html / "core" / "core.js").read_bytes()
     with pytest.raises(SuiteError, match="not a MiniWoB"):
-        import_suite("miniwob", HTML / "core", site_dir=tmp_path / "x")
+        import_suite("miniwob", html / "core", site_dir=tmp_path / "x")
 
 
 @pytest.mark.parametrize(
@@ -67,10 +72,10 @@ def test_bad_static_or_miniwob_fields_are_refused(web: dict[str, object]) -> Non
         WebEnvironment.validate_task(task)
 
 
-def test_cli_writes_the_tasks_and_the_site(tmp_path: Path) -> None:
+def test_cli_writes_the_tasks_and_the_site(tmp_path: Path, html: Path) -> None:
     out = tmp_path / "mw.jsonl"
     run = CliRunner().invoke(
-        app, ["tasks", "import", "miniwob", str(HTML), "--out", str(out), "--seeds", "3"]
+        app, ["tasks", "import", "miniwob", str(html), "--out", str(out), "--seeds", "3"]
     )
     assert run.exit_code == 0, run.output
     assert f"imported {3 * len(PAGES)} miniwob tasks" in run.output
@@ -79,9 +84,9 @@ def test_cli_writes_the_tasks_and_the_site(tmp_path: Path) -> None:
 
 
 @pytest.mark.engine
-def test_imported_tasks_collected_in_the_browser_sandbox(tmp_path: Path) -> None:
+def test_imported_tasks_collected_in_the_browser_sandbox(tmp_path: Path, html: Path) -> None:
     os.environ.setdefault("DOCKER_HOST", "unix:///tmp/worldline-podman.sock")
-    tasks = {t["id"]: t for _, t in import_suite("miniwob", HTML, site_dir=tmp_path / "site").tasks}
+    tasks = {t["id"]: t for _, t in import_suite("miniwob", html, site_dir=tmp_path / "site").tasks}
     explore = tasks["miniwob-click-button-s0"]
     write_tasks(tmp_path / "explore.jsonl", [explore])
     summary = collect(
@@ -122,7 +127,7 @@ def test_imported_tasks_collected_in_the_browser_sandbox(tmp_path: Path) -> None
     assert "MiniWoB++ episode ended with reward" in done.metadata["stop_reason"]
 
 
-def test_static_trees_are_served_read_only_and_contained(tmp_path: Path) -> None:
+def test_static_trees_are_served_read_only_and_contained(tmp_path: Path, html: Path) -> None:
     import urllib.error
     import urllib.request
 
@@ -130,12 +135,12 @@ def test_static_trees_are_served_read_only_and_contained(tmp_path: Path) -> None
 
     (tmp_path / "secret.txt").write_text("outside")
     site = tmp_path / "site"
-    import_suite("miniwob", HTML, site_dir=site)
+    import_suite("miniwob", html, site_dir=site)
     server = serve_sites()
     try:
         server.static = {"miniwob": str(site)}
         with urllib.request.urlopen(f"{server.base_url}/miniwob/core/core.js") as r:
-            assert r.read() == (HTML / "core" / "core.js").read_bytes()
+            assert r.read() == (html / "core" / "core.js").read_bytes()
             assert "javascript" in r.headers["Content-Type"]
         for path in ("/miniwob/../secret.txt", "/miniwob/%2e%2e/secret.txt", "/miniwob/", "/miniwob/core/"):
             with pytest.raises(urllib.error.HTTPError) as err:
