@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -200,3 +201,83 @@ def test_a_bucket_gives_the_same_edges_in_any_member_order(seed: int) -> None:
     head = edges[0][0] if edges else None
     for a, b, *_ in edges:
         assert a == head and exact_jaccard(sets[a], sets[b]) >= D.threshold
+
+
+def _edited_to(text: str, lo: float, hi: float, rng: random.Random, fold: bool) -> str:
+    """`text` with words replaced one by one until the exact shingle Jaccard of the normalised texts
+    lies in [lo, hi] (the first edit at or below hi)."""
+    original = shingle_set(normalise(text, fold), D.shingle_words)
+    words = text.split(" ")
+    while True:
+        words[rng.randrange(len(words))] = "".join(rng.choices(string.ascii_lowercase, k=7))
+        j = exact_jaccard(original, shingle_set(normalise(" ".join(words), fold), D.shingle_words))
+        if j <= hi:
+            assert j >= lo, j
+            return " ".join(words)
+
+
+def test_a_build_removes_what_is_above_the_threshold_by_exact_jaccard_and_verify_agrees(
+    tmp_path: Path,
+) -> None:
+    """Trajectory and knowledge-document pairs just above and just below the threshold, through a
+    whole build: only the pairs above lose a member, and both verify paths find nothing."""
+    from pipelines.build import resolve_inputs, run_build
+    from pipelines.finalize import finalize
+    from pipelines.verify import verify_pools
+    from schemas.shards import write_trajectories
+    from tests.helpers.pools_data import prose
+
+    rng = random.Random(5)
+    trajs = []
+    for name, seed, lo, hi in (("above", 1, 0.805, 0.83), ("below", 2, 0.77, 0.795)):
+        a = terminal(f"{name}-a", f"g-{name}-a", SourceKind.INHOUSE, seed, turns=2)
+        for k, turn in enumerate(a.turns):
+            turn.observation.text = prose(seed * 10 + k, 400)
+        b = terminal(f"{name}-b", f"g-{name}-b", SourceKind.INHOUSE, seed, turns=2)
+        for turn, source in zip(b.turns, a.turns, strict=True):
+            turn.observation.text = source.observation.text
+        original = shingle_set(trajectory_text(a, CFG), D.shingle_words)
+        words = b.turns[1].observation.text.split(" ")
+        while True:  # words replaced in the second observation until the records' Jaccard is in range
+            words[rng.randrange(len(words))] = "".join(rng.choices(string.ascii_lowercase, k=7))
+            b.turns[1].observation.text = " ".join(words)
+            j = exact_jaccard(original, shingle_set(trajectory_text(b, CFG), D.shingle_words))
+            if j <= hi:
+                assert j >= lo, j
+                break
+        trajs += [a, b]
+    write_trajectories(tmp_path / "shards", trajs)
+    doc = prose(77, 600)
+    docs = [doc, _edited_to(doc, 0.805, 0.83, rng, False), prose(78, 600)]
+    docs.append(_edited_to(docs[2], 0.77, 0.795, rng, False))
+    corpus = tmp_path / "knowledge.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"k{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    (tmp_path / "pools.yaml").write_text("assignment:\n  by_kind: {inhouse: sft, knowledge: cpt}\n")
+    cfg = PoolsConfig.load(tmp_path / "pools.yaml")
+    out, ins, know = tmp_path / "out", [str(tmp_path / "shards")], [str(corpus)]
+    run_build(resolve_inputs(ins, know, [], cfg), str(out), cfg, [])
+    manifest = finalize(out, cfg, ins, know, [])
+
+    def dedup_removed(folder: Path) -> set[tuple[str, str]]:
+        return {
+            (r["record_id"], r["reason"])
+            for f in sorted((folder / "removed").glob("part-*.parquet"))
+            for r in pq.read_table(f).to_pylist()
+            if r["stage"] == "dedup"
+        }
+
+    removed = {rid for rid, _ in dedup_removed(out)}
+    # One of each pair above the threshold (the survivor is the better-ranked), none below it.
+    assert len(removed) == 2 and len(removed & {"above-a", "above-b"}) == len(removed & {"k0", "k1"}) == 1
+    assert manifest["stats"]["dropped.near_duplicate"] == 2
+    assert [v.to_json() for v in verify_pools(out, cfg)] == []
+    assert [v.to_json() for v in verify_pools(out, cfg, beam_args=[])] == []
+    # Two worker processes (each reading texts back from the spilled files) decide the same.
+    two = tmp_path / "two"
+    run_build(
+        resolve_inputs(ins, know, [], cfg),
+        str(two),
+        cfg,
+        ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
+    )
+    assert dedup_removed(two) == dedup_removed(out)
