@@ -20,7 +20,10 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Literal, overload
+from typing import IO, TYPE_CHECKING, Any, Literal, overload
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TEMP_SUFFIX = ".tmp"
 
@@ -112,6 +115,22 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write OBJ as indented UTF-8 JSON (one trailing newline) to PATH atomically."""
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def atomic_write_parquet(path: str | os.PathLike[str], table: pa.Table, compression_level: int = 3) -> None:
+    """Write TABLE (its schema as given) to PATH as one zstd Parquet file atomically: a temporary
+    file beside it, fsync'd and renamed onto PATH; the old file stays when anything fails."""
+    import pyarrow.parquet as pq
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(target)
+    try:
+        pq.write_table(table, tmp, compression="zstd", compression_level=compression_level)
+        publish_file(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def replace_dir(staging: str | os.PathLike[str], out: str | os.PathLike[str]) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.atomic import publish_file, temp_path
+from schemas.atomic import atomic_write_parquet
 
 GROUNDING_NAME = "grounding.parquet"
 VERDICTS = ("grounded", "disagrees", "not_groundable")
@@ -58,16 +58,7 @@ class Verdict:
 
 def write_grounding(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Write the rows (GROUNDING_SCHEMA's columns) to PATH as one zstd Parquet file, atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(list(rows), schema=GROUNDING_SCHEMA)
-    tmp = temp_path(path)
-    try:
-        pq.write_table(table, tmp, compression="zstd", compression_level=ZSTD_LEVEL)
-        publish_file(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_parquet(path, pa.Table.from_pylist(list(rows), schema=GROUNDING_SCHEMA), ZSTD_LEVEL)
 
 
 def grounding_file(path: str | Path) -> Path:

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.atomic import publish_file, temp_path
+from schemas.atomic import atomic_write_parquet
 
 SPAN_LABELS_NAME = "span_labels.parquet"
 SPAN_LABELS_VERSION = "1.0.0"
@@ -334,16 +334,8 @@ def _from_record(rec: dict[str, Any]) -> TurnLabels:
 def write_span_labels(path: Path, rows: Iterable[TurnLabels]) -> None:
     """Write the label rows to PATH as one zstd Parquet file with SPAN_LABELS_SCHEMA, atomically
     (a reader sees the old file or the new one)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist([_record(r) for r in rows], schema=SPAN_LABELS_SCHEMA)
-    tmp = temp_path(path)
-    try:
-        pq.write_table(table, tmp, compression="zstd", compression_level=ZSTD_LEVEL)
-        publish_file(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_parquet(path, table, ZSTD_LEVEL)
 
 
 def read_span_labels(path: Path) -> dict[tuple[str, int], TurnLabels]:

@@ -201,3 +201,31 @@ def build_fixture_pools(
     know, ev = [str(fx["knowledge"])], [str(fx["eval"])]
     run_build(resolve_inputs(ins, know, ev, cfg), str(root / "out"), cfg, [])
     return root / "out", finalize(root / "out", cfg, ins, know, ev)
+
+
+def build_pools_from(root: Path, trajectories: list[Trajectory], yaml_text: str) -> Path:
+    """Write TRAJECTORIES to root/in, build and finalize pools with the pools.yaml text YAML_TEXT into
+    root/out (in-process runner); return OUT."""
+    from pipelines.build import resolve_inputs, run_build
+    from pipelines.config import PoolsConfig
+    from pipelines.finalize import finalize
+
+    write_trajectories(root / "in", trajectories)
+    path = root / "pools.yaml"
+    path.write_text(yaml_text)
+    cfg = PoolsConfig.load(path)
+    out = root / "out"
+    run_build(resolve_inputs([str(root / "in")], [], [], cfg), str(out), cfg, [])
+    finalize(str(out), cfg, [str(root / "in")], [], [])
+    return out
+
+
+def pooled_ids(out: Path, pool: str) -> set[str]:
+    """The trajectory ids of one pool's rows."""
+    import pyarrow.parquet as pq
+
+    return {
+        r["trajectory_id"]
+        for f in (out / pool).glob("part-*.parquet")
+        for r in pq.read_table(f, columns=["trajectory_id"]).to_pylist()
+    }

@@ -20,14 +20,12 @@ from pipelines.benchmarks_exclusion import (
     UnknownBenchmark,
     canonical_list,
 )
-from pipelines.build import resolve_inputs, run_build
 from pipelines.config import ConfigError, PoolsConfig
-from pipelines.finalize import finalize
 from pipelines.job import verify_built_pools
 from pipelines.verify import verify_pools
 from schemas.shards import write_trajectories
 from schemas.trajectory import SourceKind, Trajectory
-from tests.helpers.pools_data import terminal
+from tests.helpers.pools_data import build_pools_from, pooled_ids, terminal
 from worldline.cli import app
 
 TB1, TB2, OSW = "terminal-bench-1.0", "terminal-bench-2.0", "osworld-verified"
@@ -73,26 +71,17 @@ UNRELATED = [
 
 
 def build(tmp_path: Path, yaml_text: str = "") -> Path:
-    write_trajectories(tmp_path / "in", [t for t, _ in FROM_BENCHMARKS] + UNRELATED)
-    path = tmp_path / "pools.yaml"
-    path.write_text("assignment:\n  by_kind: {inhouse: sft}\n" + yaml_text)
-    cfg = PoolsConfig.load(path)
-    out = tmp_path / "out"
-    inputs = resolve_inputs([str(tmp_path / "in")], [], [], cfg)
-    run_build(inputs, str(out), cfg, [])
-    finalize(str(out), cfg, [str(tmp_path / "in")], [], [])
-    return out
+    trajectories = [t for t, _ in FROM_BENCHMARKS] + UNRELATED
+    return build_pools_from(tmp_path, trajectories, "assignment:\n  by_kind: {inhouse: sft}\n" + yaml_text)
 
 
-def pooled_ids(out: Path) -> set[str]:
-    return {
-        r["trajectory_id"] for f in (out / "sft").glob("part-*.parquet") for r in pq.read_table(f).to_pylist()
-    }
+def pooled(out: Path) -> set[str]:
+    return pooled_ids(out, "sft")
 
 
 def test_default_list_drops_every_benchmark_trajectory_and_no_other(tmp_path: Path) -> None:
     out = build(tmp_path)
-    assert pooled_ids(out) == {t.id for t in UNRELATED}
+    assert pooled(out) == {t.id for t in UNRELATED}
     removed = {r["record_id"]: r for r in pq.read_table(out / "removed").to_pylist()}
     assert set(removed) == {t.id for t, _ in FROM_BENCHMARKS}
     for t, bench in FROM_BENCHMARKS:
@@ -110,7 +99,7 @@ def test_default_list_drops_every_benchmark_trajectory_and_no_other(tmp_path: Pa
 
 def test_verify_fails_when_the_pool_holds_an_excluded_benchmark(tmp_path: Path) -> None:
     out = build(tmp_path, "decontamination:\n  exclude_benchmarks: []\n")
-    assert len(pooled_ids(out)) == len(FROM_BENCHMARKS) + len(UNRELATED)
+    assert len(pooled(out)) == len(FROM_BENCHMARKS) + len(UNRELATED)
     assert json.loads((out / "sft" / "card.json").read_text())["excluded_benchmarks"] == {}
     assert "None: no benchmark was excluded" in (out / "sft" / "README.md").read_text()
     assert not [
@@ -131,7 +120,7 @@ def test_verify_fails_when_the_pool_holds_an_excluded_benchmark(tmp_path: Path) 
 
 def test_one_benchmark_only(tmp_path: Path) -> None:
     out = build(tmp_path, "decontamination:\n  exclude_benchmarks: [OSWorld]\n")
-    assert pooled_ids(out) == {t.id for t in UNRELATED} | {t.id for t, b in FROM_BENCHMARKS if b != OSW}
+    assert pooled(out) == {t.id for t in UNRELATED} | {t.id for t, b in FROM_BENCHMARKS if b != OSW}
     assert json.loads((out / "sft" / "card.json").read_text())["excluded_benchmarks"] == {OSW: 3}
 
 

@@ -11,14 +11,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.build import resolve_inputs, run_build
 from pipelines.config import ConfigError, PoolsConfig
-from pipelines.finalize import finalize
 from pipelines.job import BuildInputsError, plan_build, verify_built_pools
 from schemas.grounding import GROUNDING_NAME, GROUNDING_SCHEMA, GroundingError, read_verdicts, write_grounding
 from schemas.shards import write_trajectories
 from schemas.trajectory import SourceKind
-from tests.helpers.pools_data import terminal
+from tests.helpers.pools_data import build_pools_from, pooled_ids, terminal
 
 TRAJS = [terminal(f"p{i}", f"g-p{i}", SourceKind.PUBLIC, 100 + i) for i in range(6)]
 
@@ -50,27 +48,13 @@ def grounding_table(path: Path) -> Path:
 
 
 def build(tmp_path: Path, yaml_text: str) -> Path:
-    write_trajectories(tmp_path / "in", TRAJS)
-    path = tmp_path / "pools.yaml"
-    path.write_text("assignment:\n  by_kind: {public: sft}\n" + yaml_text)
-    cfg = PoolsConfig.load(path)
-    out = tmp_path / "out"
-    inputs = resolve_inputs([str(tmp_path / "in")], [], [], cfg)
-    run_build(inputs, str(out), cfg, [])
-    finalize(str(out), cfg, [str(tmp_path / "in")], [], [])
-    return out
-
-
-def pooled_ids(out: Path) -> set[str]:
-    return {
-        r["trajectory_id"] for f in (out / "sft").glob("part-*.parquet") for r in pq.read_table(f).to_pylist()
-    }
+    return build_pools_from(tmp_path, TRAJS, "assignment:\n  by_kind: {public: sft}\n" + yaml_text)
 
 
 def test_disagreeing_traces_leave_the_pools_and_the_cards_count_the_verdicts(tmp_path: Path) -> None:
     table = grounding_table(tmp_path / "grounding")
     out = build(tmp_path, f"grounding: {table}\n")
-    assert pooled_ids(out) == {"p0", "p2", "p4", "p5"}
+    assert pooled_ids(out, "sft") == {"p0", "p2", "p4", "p5"}
     removed = {r["record_id"]: r for r in pq.read_table(out / "removed").to_pylist()}
     assert {k for k, r in removed.items() if r["reason"] == "ungrounded"} == {"p1", "p3"}
     assert removed["p1"]["stage"] == "grounding"
@@ -88,7 +72,7 @@ def test_disagreeing_traces_leave_the_pools_and_the_cards_count_the_verdicts(tmp
 
 def test_without_a_table_nothing_changes(tmp_path: Path) -> None:
     out = build(tmp_path, "")
-    assert pooled_ids(out) == {t.id for t in TRAJS}
+    assert pooled_ids(out, "sft") == {t.id for t in TRAJS}
     card = json.loads((out / "sft" / "card.json").read_text())
     assert card["grounding"] is None and not any(
         k.startswith("dropped.ungrounded") for k in card["filters_removed"]
