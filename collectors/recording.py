@@ -13,10 +13,14 @@ import re
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import pyte
+from pyte import charsets as cs
+from pyte import modes as mo
+from pyte.screens import Char, StaticDefaultDict, wcwidth
 
 from schemas.atomic import publish_file, temp_path
 from worldline.redaction.records import redact_cast_file
@@ -115,6 +119,30 @@ def _apply_escape(text: str, i: int, line: list[str], col: int) -> tuple[int, in
     return i + 2, col
 
 
+_MAX_ROWS = 20_000
+
+# What the plain renderer (below) handles exactly as the emulator does: printable text, line feeds,
+# carriage returns, backspaces, tabs, colours (SGR) and erase-in-line. Anything else goes to pyte.
+_NOT_PLAIN = re.compile(rb"[^\x20-\x7e\x80-\xff\r\n\b\t\x1b]|\x1b(?!\[[0-9;]*m|\[[012]?K)")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+_PLAIN_TOKEN = re.compile(r"[\x20-\x7e]+|[^\x00-\x7f]+|[\r\n\b\t]|\x1b\[([012]?)K")
+
+
+@dataclass(frozen=True)
+class ScreenRender:
+    """A render of one step's bytes on a tall screen: the text (`screen_text`), and for a plain render
+    what the screen holds afterwards, so the session's screen can take it over instead of emulating
+    the same bytes again (`TerminalScreen.adopt`)."""
+
+    text: str
+    data: bytes
+    seed: str  # what the first row showed before `data` (the prefix, cut to the width)
+    cols: int
+    rows: list[list[str]] | None  # one cell per character, rows 0..cursor y; None: rendered by pyte
+    cursor: tuple[int, int]  # (x, y); x == cols: a wrap is pending
+    peak_x: int  # the largest cursor column reached
+
+
 def screen_text(data: bytes, cols: int, *, prefix: str = "", keep_prefix: bool = False) -> str:
     """What a terminal `cols` wide shows after `data`, as text: one emulator (pyte) applies cursor
     movement (relative and absolute), erases, overwrites and wrapping at the terminal's width. `prefix`
@@ -123,58 +151,251 @@ def screen_text(data: bytes, cols: int, *, prefix: str = "", keep_prefix: bool =
     action was typed on, docs/observations.md). Rows are joined with newlines and trailing blanks
     dropped, except on the cursor's row, which keeps its text up to the cursor (a prompt ends with a
     space)."""
+    return render_screen(data, cols, prefix=prefix, keep_prefix=keep_prefix).text
+
+
+def render_screen(data: bytes, cols: int, *, prefix: str = "", keep_prefix: bool = False) -> ScreenRender:
+    """`screen_text` with what the screen holds afterwards. Plain output (the common case: lines of
+    text, colours, progress lines redrawn with \\r) is rendered without the emulator, by rules that
+    are pyte's for exactly those bytes (tests/collectors/test_render_once.py holds them to it)."""
     cols = max(2, cols)
     seed = prefix[-cols:] if len(prefix) >= cols else prefix
     # Enough rows that nothing scrolls away: every row ends with a newline or after `cols` characters.
     rows = max(2, min(data.count(b"\n") + len(data) // cols + 2, _MAX_ROWS))
-    screen = pyte.Screen(cols, rows)
-    stream = pyte.ByteStream(screen)
-    stream.feed(seed.encode("utf-8", "replace"))
-    stream.feed(data)
-    used = [y for y, line in screen.buffer.items() if any(ch.data != " " for ch in line.values())]
-    last = max([screen.cursor.y, *used])
+    plain = _plain_render(data, cols, rows, seed)
+    cells: list[list[str]] | None = None
+    if plain is not None:
+        cells, (x, y), peak = plain
+        lines = ["".join(row) for row in cells]
+        used = [i for i, row in enumerate(cells) if row.count(" ") != len(row)]
+    else:
+        screen = pyte.Screen(cols, rows)
+        stream = pyte.ByteStream(screen)
+        stream.feed(seed.encode("utf-8", "replace"))
+        stream.feed(data)
+        used = [y for y, line in screen.buffer.items() if any(ch.data != " " for ch in line.values())]
+        x, y, peak = screen.cursor.x, screen.cursor.y, cols
+        lines = []
+        for i in range(max([y, *used]) + 1):
+            line = screen.buffer[i]
+            width = max(line.keys(), default=-1) + 1
+            lines.append("".join(line[c].data for c in range(width)))
+    out = _screen_lines(lines, x, y, max([y, *used]))
+    if out and seed and out[0].startswith(seed) and not keep_prefix:
+        out[0] = out[0][len(seed) :]
+    return ScreenRender("\n".join(out), data, seed, cols, cells, (x, y), peak)
+
+
+def _screen_lines(lines: list[str], x: int, y: int, last: int) -> list[str]:
+    """Rows 0..`last`: trailing blanks dropped, except on the cursor's row (`y`), which keeps its text
+    up to the cursor."""
     out: list[str] = []
-    for y in range(last + 1):
-        line = screen.buffer[y]
-        width = max(line.keys(), default=-1) + 1
-        text = "".join(line[x].data for x in range(width))
-        if y == screen.cursor.y:
-            text = text[: max(len(text.rstrip()), screen.cursor.x)].ljust(screen.cursor.x)
+    for i in range(last + 1):
+        text = lines[i] if i < len(lines) else ""
+        if i == y:
+            text = text[: max(len(text.rstrip()), x)].ljust(x)
         else:
             text = text.rstrip()
         out.append(text)
-    if out and seed and out[0].startswith(seed) and not keep_prefix:
-        out[0] = out[0][len(seed) :]
-    return "\n".join(out)
+    return out
 
 
-_MAX_ROWS = 20_000
+def _plain_render(
+    data: bytes, cols: int, rows: int, seed: str
+) -> tuple[list[list[str]], tuple[int, int], int] | None:
+    """Plain output after SEED on a fresh screen `cols` wide and `rows` tall, as pyte renders it: the
+    rows' cells (a wide character's second cell is ""), the cursor and the largest column it reached.
+    None when anything else is in the bytes (a character pyte does not advance over included), a
+    character is left incomplete at the end, or the screen would scroll: pyte renders those."""
+    if _NOT_PLAIN.search(data):
+        return None
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")  # as pyte.ByteStream decodes
+    text = decoder.decode(data)
+    if decoder.getstate()[0]:
+        return None
+    if "\x1b" in text:
+        text = _SGR.sub("", text)
+    cells: list[list[str]] = [[]]
+    x = y = peak = 0
+    for match in _PLAIN_TOKEN.finditer(seed + text):
+        token = match.group()
+        first = token[0]
+        if first == "\n":  # index: one row down, same column (pyte's LNM is off)
+            if y == rows - 1:
+                return None
+            y += 1
+            if y == len(cells):
+                cells.append([])
+        elif first == "\r":
+            x = 0
+        elif first == "\b":
+            x = min(max(0, (x - 1 if x == cols else x) - 1), cols - 1)
+        elif first == "\t":
+            stop = (x // 8 + 1) * 8
+            x = stop if stop < cols else cols - 1
+            peak = max(peak, x)
+        elif first == "\x1b":  # erase in line: 0 from the cursor, 1 up to it, 2 all of it
+            how, row = match.group(1), cells[y]
+            if how in ("", "0"):
+                del row[x:]
+            elif how == "1":
+                row[: x + 1] = [" "] * min(x + 1, len(row))
+            else:
+                row.clear()
+        elif first < "\x80":  # printable ASCII: a cell each, wrapping at the edge
+            pos = 0
+            while pos < len(token):
+                if x == cols:  # the pending wrap: carriage return and index
+                    if y == rows - 1:
+                        return None
+                    x, y = 0, y + 1
+                    if y == len(cells):
+                        cells.append([])
+                row = cells[y]
+                if len(row) < x:
+                    row.extend(" " * (x - len(row)))
+                n = min(len(token) - pos, cols - x)
+                row[x : x + n] = token[pos : pos + n]
+                x += n
+                pos += n
+                peak = max(peak, x)
+        else:
+            for char in token:
+                width = wcwidth(char)
+                if width not in (1, 2):
+                    return None  # combining, zero-width or unprintable: pyte's own rules
+                if x == cols:
+                    if y == rows - 1:
+                        return None
+                    x, y = 0, y + 1
+                    if y == len(cells):
+                        cells.append([])
+                row = cells[y]
+                wide = width == 2 and x + 1 < cols
+                if len(row) < x + 1 + wide:
+                    row.extend(" " * (x + 1 + wide - len(row)))
+                row[x] = char
+                if wide:
+                    row[x + 1] = ""
+                x = min(x + width, cols)
+                peak = max(peak, x)
+    return cells, (x, y), peak
 
 
 class TerminalScreen:
-    """A screen emulator fed with every byte of a session; used to observe full-screen programs
-    (less, vim, top) that draw on the alternate screen rather than printing lines."""
+    """The session's screen: where a step starts (the prompt's row) and what full-screen programs
+    (less, vim, top) show, as they draw on the alternate screen rather than printing lines.
+
+    Output is queued and emulated when the screen is read. A step's plain output is not emulated at
+    all: its render (`render_screen`) is adopted instead, when that is provably the screen emulating
+    the same bytes would leave, so every byte of a step goes through one renderer once."""
 
     def __init__(self, cols: int, rows: int) -> None:
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.alternate = False
+        self._queued: list[bytes] = []
 
     def feed(self, data: bytes) -> None:
         for match in _ALT_SCREEN.finditer(data):
             self.alternate = match.group(1) == b"h"
-        self.stream.feed(data)
+        if data:
+            self._queued.append(data)
+
+    def catch_up(self) -> None:
+        """Emulate the queued output, read by read."""
+        queued, self._queued = self._queued, []
+        for data in queued:
+            self.stream.feed(data)
 
     def cursor_line(self) -> str:
         """The cursor's row up to the cursor (on the main screen: the prompt before a command)."""
-        line = self.screen.buffer[self.screen.cursor.y]
-        return "".join(line[x].data for x in range(self.screen.cursor.x))
+        self.catch_up()
+        return self._cursor_line()
 
     def display(self) -> str:
+        self.catch_up()
         lines = [line.rstrip() for line in self.screen.display]
         while lines and not lines[-1]:
             lines.pop()
         return "\n".join(lines)
+
+    def adopt(self, render: ScreenRender) -> None:
+        """The step's output was rendered as RENDER: take its rows when it is a plain render of exactly
+        the queued bytes from this screen's cursor, else emulate the queued bytes."""
+        if self._queued and self._can_adopt(render):
+            self._take_rows(render)
+        else:
+            self.catch_up()
+
+    def _cursor_line(self) -> str:
+        line = self.screen.buffer[self.screen.cursor.y]
+        return "".join(line[x].data for x in range(self.screen.cursor.x))
+
+    def _can_adopt(self, render: ScreenRender) -> bool:
+        """Whether emulating the queued bytes here would leave this screen's rows above the cursor as
+        they are and put the render's rows from the cursor's row on (scrolling as it goes): plain
+        output only moves the cursor down, so that holds when this screen's state is what a fresh
+        one's would be (modes, margins, tab stops, charset, no half-read sequence or character), the
+        cursor's row shows the render's seed and nothing after it, and no row below holds text."""
+        screen, stream = self.screen, self.stream
+        if render.rows is None or len(render.rows) != render.cursor[1] + 1:
+            return False
+        if b"".join(self._queued) != render.data:  # a step cut by the output cap, say
+            return False
+        if render.cols != screen.columns and render.peak_x >= screen.columns:
+            return False  # a wider render: the same rows only if no line reached this screen's edge
+        x0, y0 = screen.cursor.x, screen.cursor.y
+        if len(render.seed) != x0 or self._cursor_line() != render.seed:
+            return False
+        if (
+            mo.DECAWM not in screen.mode
+            or screen.mode & {mo.IRM, mo.LNM, mo.DECOM}
+            or screen.margins is not None
+            or screen.charset != 0
+            or screen.g0_charset != cs.LAT1_MAP
+            or screen.tabstops != set(range(8, screen.columns, 8))
+            or not stream.use_utf8
+            or not stream._taking_plain_text  # no escape sequence half read
+            or stream.utf8_decoder.getstate()[0]  # no character half read
+        ):
+            return False
+        for y, line in screen.buffer.items():
+            if y >= y0 and any(ch.data != " " for x, ch in line.items() if y > y0 or x >= x0):
+                return False
+        return True
+
+    def _take_rows(self, render: ScreenRender) -> None:
+        screen = self.screen
+        assert render.rows is not None
+        y0 = screen.cursor.y
+        x, y = render.cursor
+        drop = max(0, y0 + y + 1 - screen.lines)  # rows scrolled off the top
+        rows: dict[int, StaticDefaultDict[int, Char]] = {}
+        for old in range(drop, y0):
+            line = screen.buffer.get(old)
+            if line:
+                rows[old - drop] = line
+        for i in range(max(0, drop - y0), y + 1):
+            line = StaticDefaultDict[int, Char](screen.default_char)
+            line.update(enumerate(map(_CELLS.__getitem__, render.rows[i])))
+            rows[y0 + i - drop] = line
+        screen.buffer.clear()
+        screen.buffer.update(rows)
+        screen.dirty.update(range(screen.lines))
+        screen.cursor.x, screen.cursor.y = x, y0 + y - drop
+        self._queued.clear()
+
+
+class _Cells(dict[str, Char]):
+    """A plain render's cells as the emulator's characters, made once each; only their text is read."""
+
+    def __missing__(self, data: str) -> Char:
+        self[data] = cell = Char(data)
+        return cell
+
+
+_CELLS = _Cells()
 
 
 class AsciicastWriter:

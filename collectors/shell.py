@@ -47,7 +47,7 @@ from typing import Any
 
 import docker.errors
 
-from collectors.recording import AsciicastWriter, TerminalScreen, screen_text
+from collectors.recording import AsciicastWriter, TerminalScreen, render_screen, screen_text
 from collectors.sandbox import WORK_DIR, Sandbox, SandboxError
 from collectors.shell_state import PromptState, ShellProbe
 from schemas import turn_facts
@@ -518,7 +518,11 @@ class PersistentShell:
         kept) to the next prompt; with the output cap, the first and last whole lines."""
         if self.screen.alternate:
             return self.screen.display()
-        head_text = screen_text(head, self.observation_cols, prefix=prefix, keep_prefix=True)
+        rendered = render_screen(head, self.observation_cols, prefix=prefix, keep_prefix=True)
+        # The session's screen has only queued the step's bytes: it takes this render's rows when
+        # they are what it would show, else it emulates the bytes now.
+        self.screen.adopt(rendered)
+        head_text = rendered.text
         if not omitted and not tail:
             return head_text
         tail_text = screen_text(tail, self.observation_cols)
