@@ -287,8 +287,8 @@ class TerminalScreen:
     (less, vim, top) show, as they draw on the alternate screen rather than printing lines.
 
     Output is queued and emulated when the screen is read. A step's plain output is not emulated at
-    all: its render (`render_screen`) is adopted instead, when that is provably the screen emulating
-    the same bytes would leave, so every byte of a step goes through one renderer once."""
+    all: its render (`render_screen`) is adopted instead when this screen's state shows that the
+    render's rows are what emulating the same bytes would leave (`_can_adopt`)."""
 
     def __init__(self, cols: int, rows: int) -> None:
         self.screen = pyte.Screen(cols, rows)
