@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:  # the judge, the LLM client and rich load only when a command runs (fast --help)
+    from collections.abc import Mapping
+
     from rich.progress import Progress
 
+    from schemas.span_labels import TurnLabels
     from worldline.judge.judge import JudgeConfig
     from worldline.judge.samples import JudgeSample
     from worldline.judge.store import ResultStore
@@ -82,6 +85,12 @@ def judge_command(
     clamp: bool = typer.Option(
         False, help="Clamp judge scores outside 1..5 instead of counting a parse failure."
     ),
+    span_labels: Path | None = typer.Option(
+        None,
+        "--span-labels",
+        help="Replay span labels (worldline replay's span_labels.parquet, or its folder): samples whose "
+        "meta names a labelled trajectory turn get the exact check of their deterministic spans only.",
+    ),
 ) -> None:
     """Score a world model's predictions against the real observations; resumable."""
     import asyncio
@@ -109,6 +118,14 @@ def judge_command(
         _input_error(str(exc))
     if not samples and not rejected:
         _input_error(f"{predictions}: holds no predictions (no JSON lines); nothing to judge")
+    labels = None
+    if span_labels is not None:
+        from schemas.span_labels import SpanLabelsError, read_span_labels
+
+        try:
+            labels = read_span_labels(span_labels)
+        except (OSError, SpanLabelsError) as exc:
+            _input_error(f"--span-labels: {exc}")
     config = llm_config_or_exit(
         Role.JUDGE, concurrency=concurrency, max_calls=budget, max_total_tokens=budget_tokens
     )
@@ -134,7 +151,9 @@ def judge_command(
     )
     todo = [s for s in samples if not store.done(s.sample_id)]
     wanted = {s.sample_id for s in samples}
-    stopped, probe_report, usage = asyncio.run(_run_judge(config, judge_config, todo, samples, store, probe))
+    stopped, probe_report, usage = asyncio.run(
+        _run_judge(config, judge_config, todo, samples, store, probe, labels)
+    )
     store.close()
     results = [JudgeResult.from_json(r) for r in store if r["sample_id"] in wanted]
     report = aggregate(results)
@@ -183,13 +202,14 @@ async def _run_judge(
     samples: list[JudgeSample],
     store: ResultStore,
     probe: int,
+    labels: Mapping[tuple[str, int], TurnLabels] | None = None,
 ) -> tuple[str | None, dict[str, Any] | None, dict[str, Any]]:
     from worldline.judge.judge import Judge, JudgeResult
     from worldline.judge.probe import run_probe
     from worldline.llm import LLMClient
 
     async with LLMClient(config) as client:
-        judge = Judge(client, judge_config)
+        judge = Judge(client, judge_config, span_labels=labels)
         with _progress() as progress:
             task = progress.add_task("judge", total=len(todo))
 

@@ -267,3 +267,49 @@ def test_rejection_sampling_retries_queries_the_endpoint_never_answered(
     assert runner.invoke(app, args).exit_code == 0
     card = json.loads((out / "card.json").read_text())
     assert card["decided"] == 1 and card["retain"]["total"]["kept"] == 1
+
+
+def test_span_labels_option_checks_deterministic_spans_of_exported_samples(
+    env: FakeLLMServer, tmp_path: Path
+) -> None:
+    """`--span-labels`: a sample of an AgentWorldBench export (its id is the trajectory's id) gets the
+    exact check of its deterministic spans: a prediction that differs only in the PID is exact, one
+    that differs in the file content is not; without labels no sample gets the check."""
+    from dataclasses import replace
+
+    from schemas.span_labels import TurnLabels, label_observation, write_span_labels
+
+    original, replay = "48213\nalpha beta\ngamma 42\n", "51877\nalpha beta\ngamma 42\n"
+    env.set_default(comparing_judge)
+    base = awb_sample(0, "terminal")
+    responses = list(base.response)
+    responses[1] = f"**Environment Observation:**\n{original}"
+    sample = replace(base, id="traj-1", response=responses)
+    reference = tmp_path / "ref"
+    reference.mkdir()
+    write_samples(reference / "terminal_test.jsonl", [sample])
+    labels = tmp_path / "labels" / "span_labels.parquet"
+    spans = tuple(label_observation(original, [replay]))
+    write_span_labels(labels, [TurnLabels("traj-1", 1, spans, 1, False, None)])
+    tiers = {}
+    for name, text in (
+        ("runtime", "90412\nalpha beta\ngamma 42\n"),
+        ("content", "48213\nalpha beta\ngamma 43\n"),
+    ):
+        predictions = tmp_path / f"{name}.jsonl"
+        predictions.write_text(json.dumps({**sample.to_json(), "gen": prediction(text)}) + "\n")
+        for with_labels in (True, False):
+            out = tmp_path / f"out-{name}-{with_labels}"
+            args = ["judge", str(predictions), "--out", str(out)]
+            args += ["--span-labels", str(labels.parent)] if with_labels else []
+            result = runner.invoke(app, args)
+            assert result.exit_code == 0, result.output
+            [row] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+            tiers[name, with_labels] = row.get("meta", {}).get("content_tiers")
+    assert tiers["runtime", True]["exact"] is True and tiers["runtime", True]["source"] == "labels"
+    assert tiers["content", True]["exact"] is False
+    assert tiers["runtime", False] is None and tiers["content", False] is None
+    bad = runner.invoke(
+        app, ["judge", str(predictions), "--out", str(tmp_path / "x"), "--span-labels", str(tmp_path)]
+    )
+    assert bad.exit_code == 2 and "--span-labels" in bad.output

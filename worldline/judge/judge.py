@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from schemas.span_labels import TurnLabels
-from schemas.worldmodel import SCORING_DIMENSIONS
+from schemas.worldmodel import SCORING_DIMENSIONS, parse_observation
 from worldline.judge.parsing import (
     JudgeAnswer,
     OutOfRangePolicy,
@@ -206,7 +206,12 @@ class Judge:
             return base
         labels = sample_labels(sample.meta, self.span_labels)
         if labels is not None:
-            tiers = content_tiers(prediction.observation, sample.ground_truth, labels)
+            # The labels are of the observation; a ground truth in the evaluator's form carries the
+            # observation marker line before it.
+            truth = parse_observation(sample.ground_truth)
+            tiers = content_tiers(
+                prediction.observation, sample.ground_truth if truth is None else truth, labels
+            )
             base.meta["content_tiers"] = tiers.to_json()
         if not has_judge_prompt(sample.domain):
             base.failure = f"unknown_domain:{sample.domain}"

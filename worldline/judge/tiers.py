@@ -50,10 +50,15 @@ def content_tiers(prediction: str, reference: str, labels: TurnLabels | None = N
 def sample_labels(
     meta: Mapping[str, Any], span_labels: Mapping[tuple[str, int], TurnLabels] | None
 ) -> TurnLabels | None:
-    """The labels of a sample, found by its meta's `trajectory_id` and 0-based `turn`."""
+    """The labels of a sample, found by its meta's `trajectory_id` and 0-based `turn`; else, for a
+    sample of an AgentWorldBench export (whose `id` is the trajectory's id), by `id` and the 1-based
+    `turn_idx`."""
     if not span_labels:
         return None
     tid, turn = meta.get("trajectory_id"), meta.get("turn")
     if tid is None or turn is None:
-        return None
+        tid, index = meta.get("id"), meta.get("turn_idx")
+        if tid is None or not isinstance(index, int) or isinstance(index, bool):
+            return None
+        turn = index - 1
     return span_labels.get((str(tid), int(turn)))

@@ -70,12 +70,35 @@ def _format_segment(span: Span, value: str) -> dict[str, Any]:
     return segment
 
 
+_STRIPPED_TAIL_MAX = 4  # trailing characters a copy of the observation may have lost ("\n", "\r\n", spaces)
+
+
+def fitted_labels(text: str, labels: TurnLabels) -> TurnLabels | None:
+    """LABELS fitted to TEXT: as they are when they cover it; clipped at its end when TEXT is the
+    labelled observation with its trailing white space stripped (an AgentWorldBench response, a judge's
+    ground truth), which the normalised comparison ignores anyway; else None."""
+    if labels_cover(text, labels):
+        return labels
+    end = labels.spans[-1].end if labels.spans else 0
+    if not text or not 0 < end - len(text) <= _STRIPPED_TAIL_MAX:
+        return None
+    spans = tuple(
+        Span(s.start, min(s.end, len(text)), s.label, s.pattern) for s in labels.spans if s.start < len(text)
+    )
+    clipped = TurnLabels(
+        labels.trajectory_id, labels.turn, spans, labels.replays, labels.diverged, labels.divergence_cause
+    )
+    return clipped if labels_cover(text, clipped) else None
+
+
 def span_segments(text: str, labels: TurnLabels) -> list[dict[str, Any]]:
     """The check of TEXT under LABELS as segments: {"exact": text} for deterministic content (after
     normalisation), {"label", "format"[, "pattern", "min", "max"]} for each runtime or variable span.
     Empty when the labels do not cover TEXT (or TEXT holds the private-use characters this uses)."""
-    if not labels_cover(text, labels) or _PLACEHOLDERS.search(text):
+    fitted = fitted_labels(text, labels)
+    if fitted is None or _PLACEHOLDERS.search(text):
         return []
+    labels = fitted
     marked: list[str] = []
     others: list[dict[str, Any]] = []
     for span in labels.spans:
