@@ -1,13 +1,14 @@
 """ATIF traces: the domain comes from what the tools do (the registry's signals), the model's
 reasoning is kept, and ATIF-v1.7's identities, `extra` objects and embedded sub-agents are mapped.
 Real files: Harbor's golden trajectories and a fast-agent v1.7 export (tests/fixtures/atif/SOURCES.md),
-checked against harbor's own model (tests/fixtures/harbor/atif_model)."""
+checked against ATIF-v1.7's rules (tests/helpers/atif_rules.py; harbor's own model too with
+ATIF_MODEL_ROOT), which must also reject documents that break them."""
 
 from __future__ import annotations
 
 import copy
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from curation_agents.formats import Format, atif
 from curation_agents.model import CleanConfig, Limits
 from curation_agents.reader import iter_records
 from schemas import ActionKind, Domain, iter_trajectories, registered_domains
+from tests.helpers.atif_rules import HARBOR_MODEL, assert_valid_atif, atif_problems
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ATIF = FIXTURES / "atif"
@@ -32,9 +34,7 @@ MULTIAGENT = json.loads(MULTIAGENT_FILE.read_text())
 LINEAR = ATIF / "terminus-2_hello-world-context-summarization-linear-history.trajectory.json"
 LINEAR_CONT = ATIF / "terminus-2_hello-world-context-summarization-linear-history.trajectory.cont-1.json"
 FILES = sorted(ATIF.glob("*.json"))
-
-sys.path.insert(0, str(FIXTURES / "harbor" / "atif_model"))
-from harbor.models.trajectories import Trajectory as HarborTrajectory  # noqa: E402
+HARBOR_TRAJECTORIES = sorted((FIXTURES / "harbor" / "jobs").glob("**/agent/trajectory.json"))
 
 # The tools of Playwright's MCP server as a browser agent calls them (Claude Code namespaces MCP
 # tools as mcp__<server>__<tool>), with their real argument names.
@@ -80,9 +80,146 @@ def test_a_browser_agent_trace_is_web_not_mcp(tmp_path: Path) -> None:
     assert [t.metadata["reasoning"] for t in traj.turns] == [f"why step {i}" for i in range(4)]
 
 
-def test_the_fixtures_are_valid_atif_by_harbors_model() -> None:
-    versions = {HarborTrajectory.model_validate_json(p.read_text()).schema_version for p in FILES}
+def test_the_fixtures_are_valid_atif() -> None:
+    versions = {assert_valid_atif(json.loads(p.read_text()))["schema_version"] for p in FILES}
     assert versions == {"ATIF-v1.5", "ATIF-v1.6", "ATIF-v1.7"}
+    assert len(HARBOR_TRAJECTORIES) == 2
+    jobs = {assert_valid_atif(json.loads(p.read_text()))["schema_version"] for p in HARBOR_TRAJECTORIES}
+    assert jobs == {"ATIF-v1.2", "ATIF-v1.6"}
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A change that sets the field at PATH (keys and indexes, dot-separated) to VALUE."""
+
+    def change(doc: dict[str, Any]) -> None:
+        *head, last = [int(k) if k.isdigit() else k for k in path.split(".")]
+        for key in head:
+            doc = doc[key]
+        doc[last] = value
+
+    return change
+
+
+def _drop(path: str) -> Callable[[dict[str, Any]], None]:
+    """A change that removes the field at PATH."""
+
+    def change(doc: dict[str, Any]) -> None:
+        *head, last = [int(k) if k.isdigit() else k for k in path.split(".")]
+        for key in head:
+            doc = doc[key]
+        del doc[last]
+
+    return change
+
+
+def _image(doc: dict[str, Any]) -> None:
+    doc["steps"][0]["message"] = [{"type": "image", "source": {"media_type": "image/bmp", "path": "a.bmp"}}]
+
+
+def _text_part_without_text(doc: dict[str, Any]) -> None:
+    doc["steps"][0]["message"] = [
+        {"type": "text"},
+        {"type": "image", "source": {"media_type": "image/png", "path": "a.png"}},
+    ]
+
+
+def _second_subagent(doc: dict[str, Any]) -> None:
+    doc["subagent_trajectories"].append(copy.deepcopy(doc["subagent_trajectories"][0]))
+
+
+# Each change to the v1.7 file (valid as it is) and the one JSON path ATIF's rules must name; the
+# last flag is True where harbor's model accepts the change too (its pydantic coercion, or its
+# default schema_version), so only these rules reject it.
+BROKEN: list[tuple[str, Callable[[dict[str, Any]], None], str, bool]] = [
+    ("no agent name", _drop("agent.name"), "$.agent.name", False),
+    ("no message", _drop("steps.0.message"), "$.steps[0].message", False),
+    ("null message", _set("steps.0.message", None), "$.steps[0].message", False),
+    ("no steps", _set("steps", []), "$.steps", False),
+    (
+        "no call id",
+        _drop("steps.1.tool_calls.0.tool_call_id"),
+        "$.steps[1].tool_calls[0].tool_call_id",
+        False,
+    ),
+    ("unknown source", _set("steps.1.source", "assistant"), "$.steps[1].source", False),
+    ("unknown version", _set("schema_version", "ATIF-v2.0"), "$.schema_version", False),
+    ("no version", _drop("schema_version"), "$.schema_version", True),
+    ("image type", _image, "$.steps[0].message[0].source.media_type", False),
+    ("text part", _text_part_without_text, "$.steps[0].message[0].text", False),
+    (
+        "broken call link",
+        _set("steps.1.observation.results.0.source_call_id", "call_missing"),
+        "$.steps[1].observation.results[0].source_call_id",
+        False,
+    ),
+    (
+        "arguments array",
+        _set("steps.1.tool_calls.0.arguments", ["inspect"]),
+        "$.steps[1].tool_calls[0].arguments",
+        False,
+    ),
+    ("token float", _set("steps.1.metrics.prompt_tokens", 1.5), "$.steps[1].metrics.prompt_tokens", False),
+    (
+        "token ids",
+        _set("steps.1.metrics.completion_token_ids", [1, "a"]),
+        "$.steps[1].metrics.completion_token_ids",
+        False,
+    ),
+    ("step id word", _set("steps.1.step_id", "two"), "$.steps[1].step_id", False),
+    ("step id string", _set("steps.1.step_id", "2"), "$.steps[1].step_id", True),
+    ("step id order", _set("steps.2.step_id", 4), "$.steps[2].step_id", False),
+    ("copied flag", _set("steps.1.is_copied_context", "yes"), "$.steps[1].is_copied_context", True),
+    ("unknown field", _set("steps.0.role", "user"), "$.steps[0].role", False),
+    ("unknown metric", _set("steps.1.metrics.reward", 1.0), "$.steps[1].metrics.reward", False),
+    ("extra not object", _set("steps.1.tool_calls.0.extra", "x"), "$.steps[1].tool_calls[0].extra", False),
+    ("user reasoning", _set("steps.0.reasoning_content", "why"), "$.steps[0].reasoning_content", False),
+    ("user metrics", _set("steps.0.metrics", {}), "$.steps[0].metrics", False),
+    ("no-LLM metrics", _set("steps.2.llm_call_count", 0), "$.steps[2].metrics", False),
+    ("negative calls", _set("steps.1.llm_call_count", -1), "$.steps[1].llm_call_count", False),
+    ("bad timestamp", _set("steps.0.timestamp", "yesterday"), "$.steps[0].timestamp", False),
+    ("negative total", _set("final_metrics.total_steps", -3), "$.final_metrics.total_steps", False),
+    (
+        "unresolvable ref",
+        _drop("steps.1.observation.results.1.subagent_trajectory_ref.0.trajectory_id"),
+        "$.steps[1].observation.results[1].subagent_trajectory_ref[0]",
+        False,
+    ),
+    (
+        "subagent id",
+        _drop("subagent_trajectories.0.trajectory_id"),
+        "$.subagent_trajectories[0].trajectory_id",
+        False,
+    ),
+    ("duplicate subagent", _second_subagent, "$.subagent_trajectories[1].trajectory_id", False),
+    (
+        "subagent step",
+        _drop("subagent_trajectories.0.steps.1.source"),
+        "$.subagent_trajectories[0].steps[1].source",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "harbor_accepts"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN]
+)
+def test_atif_rules_reject_a_broken_document(
+    change: Callable[[dict[str, Any]], None], path: str, harbor_accepts: bool
+) -> None:
+    assert atif_problems(MULTIAGENT) == []
+    doc = copy.deepcopy(MULTIAGENT)
+    change(doc)
+    problems = atif_problems(doc)
+    assert [p.split(": ", 1)[0] for p in problems] == [path], problems
+    if HARBOR_MODEL is not None and not harbor_accepts:
+        with pytest.raises(ValueError):
+            HARBOR_MODEL.model_validate_json(json.dumps(doc))
+
+
+@pytest.mark.skipif(HARBOR_MODEL is None, reason="ATIF_MODEL_ROOT names no folder with harbor's ATIF model")
+def test_harbors_own_model_takes_the_fixtures() -> None:
+    for path in [*FILES, *HARBOR_TRAJECTORIES]:
+        HARBOR_MODEL.model_validate_json(path.read_text())
 
 
 def test_summary_reconciles_and_a_subagent_is_a_record_of_its_own(tmp_path: Path) -> None:

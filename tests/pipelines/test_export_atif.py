@@ -1,11 +1,11 @@
-"""`worldline export atif`: every document validates against harbor's own ATIF model (vendored
-unchanged in tests/fixtures/harbor/atif_model, its source in tests/fixtures/harbor/README.md), and
-ours -> ATIF -> ours keeps every field, on any trajectory (Hypothesis) and on real cleaned traces."""
+"""`worldline export atif`: every document follows ATIF-v1.7's rules (tests/helpers/atif_rules.py, the
+specification's and harbor's model's constraints in our own code; harbor's own model too with
+ATIF_MODEL_ROOT), and ours -> ATIF -> ours keeps every field, on any trajectory (Hypothesis) and on
+real cleaned traces."""
 
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,19 +19,13 @@ from curation_agents.formats import atif
 from curation_agents.model import CleanConfig
 from pipelines.interchange.atif import file_name, trajectory_to_atif
 from schemas import Trajectory, iter_trajectories
+from tests.helpers.atif_rules import assert_valid_atif
 from tests.helpers.strategies import trajectories
 from worldline.cli import app
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-sys.path.insert(0, str(FIXTURES / "harbor" / "atif_model"))
-from harbor.models.trajectories import Trajectory as HarborTrajectory  # noqa: E402
 
 runner = CliRunner()
-
-
-def _harbor(doc: dict[str, Any]) -> HarborTrajectory:
-    """Harbor's model over the document as it is on disk (a JSON round trip, as harbor reads it)."""
-    return HarborTrajectory.model_validate_json(json.dumps(doc, ensure_ascii=False))
 
 
 def _assert_turns_kept(parsed_turns: list[dict[str, Any]], traj: Trajectory) -> None:
@@ -58,11 +52,10 @@ def _assert_turns_kept(parsed_turns: list[dict[str, Any]], traj: Trajectory) -> 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trajectories)
 def test_any_trajectory_is_valid_atif_and_reads_back_whole(traj: Trajectory) -> None:
-    doc = trajectory_to_atif(traj)
-    model = _harbor(doc)
-    assert model.schema_version == "ATIF-v1.7" and model.trajectory_id == traj.id
-    assert [s.step_id for s in model.steps] == list(range(1, len(model.steps) + 1))
-    parsed = atif.parse(json.loads(json.dumps(doc, ensure_ascii=False)))
+    doc = assert_valid_atif(trajectory_to_atif(traj))
+    assert doc["schema_version"] == "ATIF-v1.7" and doc["trajectory_id"] == traj.id
+    assert [s["step_id"] for s in doc["steps"]] == list(range(1, len(doc["steps"]) + 1))
+    parsed = atif.parse(doc)
     assert parsed["task"] == traj.task
     assert parsed["tools"] == [t.to_json() for t in traj.action_space.tools]
     assert (parsed["agent"], parsed["model"]) == (traj.source.agent, traj.source.model)
@@ -143,7 +136,7 @@ def test_export_folder_validates_and_cleans_back_to_the_same_trajectories(
     files = sorted((tmp_path / "atif").glob("*.json"))
     assert sorted(p.name for p in files) == sorted(file_name(i) for i in originals)
     for path in files:
-        _harbor(json.loads(path.read_text(encoding="utf-8")))
+        assert_valid_atif(json.loads(path.read_text(encoding="utf-8")))
     back = _reclean(tmp_path / "atif", tmp_path / "back")
     assert back.keys() == originals.keys()
     for tid, original in originals.items():
@@ -173,7 +166,9 @@ def test_export_jsonl_holds_one_valid_document_per_line(cleaned: Path, tmp_path:
     assert result.exit_code == 0, result.output
     lines = out.read_text(encoding="utf-8").splitlines()
     ids = {t.id for t in iter_trajectories(cleaned)}
-    assert {_harbor(json.loads(line)).trajectory_id for line in lines} == ids and len(lines) == len(ids)
+    assert {assert_valid_atif(json.loads(line))["trajectory_id"] for line in lines} == ids and len(
+        lines
+    ) == len(ids)
     assert f"wrote {len(ids)} ATIF trajectories" in result.output
 
 
