@@ -135,6 +135,10 @@ def band_entries(
     return [(k, member) for k in band_keys(fp.signature, bands, rows)]
 
 
+CACHED_RECORDS = 4096
+"""Shingle sets (and knowledge documents' signatures) a bucket worker keeps, oldest dropped first."""
+
+
 class SpilledSignatures:
     """Resolves signature references against the spilled kept files and knowledge corpus files,
     keeping recently read files; `shingles` gives a record's shingle set, as fingerprinting made it."""
@@ -193,6 +197,8 @@ class SpilledSignatures:
         if found is None:
             d = self.cfg.dedup
             sig = signatures([self.text(ref)], num_perm=d.num_perm, seed=d.seed, width=d.shingle_words)[0]
+            if len(self._doc_signatures) >= CACHED_RECORDS:
+                self._doc_signatures.pop(next(iter(self._doc_signatures)))
             found = self._doc_signatures[ref] = pack_signature(sig)
         return found
 
@@ -201,7 +207,7 @@ class SpilledSignatures:
         found = self._shingles.get(ref)
         if found is None:
             found = shingle_set(self.text(ref), self.cfg.dedup.shingle_words)
-            if len(self._shingles) >= 4096:
+            if len(self._shingles) >= CACHED_RECORDS:
                 self._shingles.pop(next(iter(self._shingles)))
             self._shingles[ref] = found
         return found
