@@ -111,7 +111,11 @@ def test_s_curve_midpoint_sits_at_or_just_below_the_threshold(threshold: float, 
     bands, rows = lsh_bands(threshold, num_perm)
     assert bands * rows <= num_perm
     midpoint = s_curve_midpoint(bands, rows)
-    assert threshold - 0.02 <= midpoint <= threshold, (threshold, num_perm, bands, rows, midpoint)
+    midpoints = [s_curve_midpoint(b, r) for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)]
+    if any(threshold - 0.02 <= m <= threshold for m in midpoints):
+        assert threshold - 0.02 <= midpoint <= threshold, (threshold, num_perm, bands, rows, midpoint)
+    else:  # no banding has its midpoint in the window (0.3535 at 64): the highest one not above it
+        assert midpoint == max(m for m in midpoints if m <= threshold), (threshold, num_perm, bands, rows)
 
 
 @pytest.mark.parametrize("num_perm", [1, 2, 8, 16])
