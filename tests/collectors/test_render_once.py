@@ -8,6 +8,7 @@ and `reference_observation` is PersistentShell._observation_text's text before i
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
 import pyte
@@ -49,17 +50,17 @@ def reference_screen_text(data: bytes, cols: int, *, prefix: str = "", keep_pref
     return "\n".join(out)
 
 
+_ALT_SCREEN = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
+
+
 class ReferenceScreen:
     def __init__(self, cols: int, rows: int) -> None:
-        import re
-
-        self._alt = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.alternate = False
 
     def feed(self, data: bytes) -> None:
-        for match in self._alt.finditer(data):
+        for match in _ALT_SCREEN.finditer(data):
             self.alternate = match.group(1) == b"h"
         self.stream.feed(data)
 
