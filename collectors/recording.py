@@ -8,11 +8,13 @@ take out of the trajectory (`take_redactions`); it is never written anywhere.
 from __future__ import annotations
 
 import codecs
+import inspect
 import json
 import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -143,6 +145,40 @@ class ScreenRender:
     peak_x: int  # the largest cursor column reached
 
 
+def _tolerant(name: str) -> Callable[..., None]:
+    """pyte.Screen's CSI handler NAME, taking what a terminal takes: extra parameters are ignored
+    (`ESC[1;2C` moves one column, as xterm does) and a private-parameter variant pyte does not
+    implement (`ESC[?5A`, `ESC[?m`) changes nothing, where pyte itself raises TypeError."""
+    base = getattr(pyte.Screen, name)
+    params = inspect.signature(base).parameters
+    takes_private = "private" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in params.values())
+    positional = sum(
+        1
+        for p in list(params.values())[1:]
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "private"
+    )
+
+    def handler(self: pyte.Screen, *args: int, **kwargs: bool) -> None:
+        if kwargs.get("private") and not takes_private:
+            return
+        if not takes_private:
+            kwargs.pop("private", None)
+        base(self, *(args if variadic else args[:positional]), **kwargs)
+
+    handler.__name__ = name
+    return handler
+
+
+class TolerantScreen(pyte.Screen):
+    """pyte's screen that never raises on a sequence a terminal would take (see `_tolerant`): a task's
+    output cannot make a step fail by printing an odd escape sequence."""
+
+
+for _name in sorted(set(pyte.Stream.csi.values())):
+    setattr(TolerantScreen, _name, _tolerant(_name))
+
+
 def screen_text(data: bytes, cols: int, *, prefix: str = "", keep_prefix: bool = False) -> str:
     """What a terminal `cols` wide shows after `data`, as text: one emulator (pyte) applies cursor
     movement (relative and absolute), erases, overwrites and wrapping at the terminal's width. `prefix`
@@ -169,7 +205,7 @@ def render_screen(data: bytes, cols: int, *, prefix: str = "", keep_prefix: bool
         lines = ["".join(row) for row in cells]
         used = [i for i, row in enumerate(cells) if row.count(" ") != len(row)]
     else:
-        screen = pyte.Screen(cols, rows)
+        screen = TolerantScreen(cols, rows)
         stream = pyte.ByteStream(screen)
         stream.feed(seed.encode("utf-8", "replace"))
         stream.feed(data)
@@ -291,7 +327,7 @@ class TerminalScreen:
     render's rows are what emulating the same bytes would leave (`_can_adopt`)."""
 
     def __init__(self, cols: int, rows: int) -> None:
-        self.screen = pyte.Screen(cols, rows)
+        self.screen = TolerantScreen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.alternate = False
         self._queued: list[bytes] = []

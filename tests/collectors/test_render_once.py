@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.recording import TerminalScreen, render_screen, screen_text
+from collectors.recording import TerminalScreen, TolerantScreen, render_screen, screen_text
 from collectors.sandbox import Sandbox
 from collectors.shell import PersistentShell, _Capture
 
@@ -29,7 +29,7 @@ def reference_screen_text(data: bytes, cols: int, *, prefix: str = "", keep_pref
     cols = max(2, cols)
     seed = prefix[-cols:] if len(prefix) >= cols else prefix
     rows = max(2, min(data.count(b"\n") + len(data) // cols + 2, _MAX_ROWS))
-    screen = pyte.Screen(cols, rows)
+    screen = TolerantScreen(cols, rows)
     stream = pyte.ByteStream(screen)
     stream.feed(seed.encode("utf-8", "replace"))
     stream.feed(data)
@@ -55,7 +55,7 @@ _ALT_SCREEN = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
 
 class ReferenceScreen:
     def __init__(self, cols: int, rows: int) -> None:
-        self.screen = pyte.Screen(cols, rows)
+        self.screen = TolerantScreen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.alternate = False
 
@@ -383,3 +383,26 @@ def test_plain_output_after_a_step_that_changed_the_screen_state(
     ):
         session = (PROMPT.encode(), steps, cols, 4, observation_cols, 1 << 16)
         assert run_session(*session) == run_reference_session(*session)
+
+
+@pytest.mark.parametrize(
+    ("sequence", "shown"),
+    [
+        ("\x1b[?5A", "ab"),  # a private variant pyte does not implement: changes nothing
+        ("\x1b[?m", "ab"),
+        ("\x1b[?1;2H", "ab"),
+        ("\x1b[1;2C", "a b"),  # an extra parameter is ignored, as xterm ignores it
+        ("\x1b[1;2;3H", "ab"),
+        ("\x1b[3;4;5D", "b"),
+    ],
+)
+def test_odd_sequences_a_task_prints_never_fail_the_step(sequence: str, shown: str) -> None:
+    """Sequences on which pyte itself raises TypeError render as a terminal shows them, in the step's
+    observation and on the session's screen (so printing one cannot fail an episode)."""
+    data = f"a{sequence}b\r\n$ ".encode()
+    with pytest.raises(TypeError):
+        pyte.ByteStream(pyte.Screen(80, 24)).feed(data)
+    assert screen_text(data, 80).split("\n")[0] == shown
+    session = TerminalScreen(80, 24)
+    session.feed(data)
+    assert session.display().split("\n")[0] == shown
