@@ -30,8 +30,10 @@ from collectors.collection import CollectConfig, collect
 from collectors.environment import EnvironmentOptions, Task, environment_class
 from collectors.generators import generate, write_tasks
 from schemas import TrajectoryStatus, iter_trajectories
+from schemas.domains import registered_domains
 
-DOMAINS = ("terminal", "swe", "mcp", "search", "web", "os")
+# The domains this machine collects alone that have a task generator (android needs a device).
+DOMAINS = tuple(s.value for s in registered_domains() if s.local and s.generator)
 
 
 def start_seconds(domain: str, task: dict[str, Any], client: Any, rounds: int) -> float:
