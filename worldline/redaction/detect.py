@@ -28,7 +28,8 @@ import functools
 import ipaddress
 import json
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from typing import Any
 
 import re2
@@ -817,15 +818,51 @@ def _redact_aws_secrets(text: str, counts: Counter[str] | None) -> str:
 _EXTRA_PASSES = 3
 
 
+_MEMO_MIN_CHARS = 4096
+_MEMO_MAX_CHARS = 32 * 2**20
+_memo: OrderedDict[tuple[str, frozenset[str]], tuple[str, tuple[tuple[str, int], ...]]] = OrderedDict()
+_memo_chars = 0
+_memo_lock = threading.Lock()
+
+
 def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = DEFAULT_PII) -> str:
     """`text` with secrets and the PII classes in `pii` replaced by markers; `counts` gains one per secret.
 
     Redacting the result again changes nothing: a marker can complete a pattern that the secret it
     replaced did not (`-----BEGIN ... KEY----- -p@` has no key body until the `-p` password becomes
     a marker), so a text the first pass changed is redacted again until it stays the same.
+
+    Texts of 4,096 characters or more are remembered with their result and counts (32 Mi characters
+    at most, least recently used first out): a collection shows the same pages again and again (a
+    search corpus's documents, a repository's files), and the result depends on the text alone.
     """
     if len(text) < _SHORTEST_MATCH:
         return text  # shorter than any secret or PII match (a key typed in a terminal)
+    if len(text) < _MEMO_MIN_CHARS:
+        return _redact_to_fixpoint(text, counts, pii)
+    global _memo_chars
+    key = (text, frozenset(pii))
+    with _memo_lock:
+        hit = _memo.get(key)
+        if hit is not None:
+            _memo.move_to_end(key)
+    if hit is None:
+        found: Counter[str] = Counter()
+        out = _redact_to_fixpoint(text, found, key[1])
+        hit = (out, tuple(sorted(found.items())))
+        with _memo_lock:
+            if key not in _memo:
+                _memo[key] = hit
+                _memo_chars += len(text) + len(out)
+                while _memo_chars > _MEMO_MAX_CHARS and _memo:
+                    (old_text, _), (old_out, _) = _memo.popitem(last=False)
+                    _memo_chars -= len(old_text) + len(old_out)
+    if counts is not None:
+        counts.update(dict(hit[1]))
+    return hit[0]
+
+
+def _redact_to_fixpoint(text: str, counts: Counter[str] | None, pii: frozenset[str]) -> str:
     out = _redact_once(text, counts, pii)
     passes = 0
     while out != text and passes < _EXTRA_PASSES:
