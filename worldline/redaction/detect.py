@@ -819,7 +819,7 @@ _EXTRA_PASSES = 3
 
 
 _MEMO_MIN_CHARS = 4096
-_MEMO_MAX_CHARS = 32 * 2**20
+_MEMO_MAX_CHARS = 16 * 2**20
 _memo: OrderedDict[tuple[str, frozenset[str]], tuple[str, tuple[tuple[str, int], ...]]] = OrderedDict()
 _memo_chars = 0
 _memo_lock = threading.Lock()
@@ -832,7 +832,7 @@ def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = 
     replaced did not (`-----BEGIN ... KEY----- -p@` has no key body until the `-p` password becomes
     a marker), so a text the first pass changed is redacted again until it stays the same.
 
-    Texts of 4,096 characters or more are remembered with their result and counts (32 Mi characters
+    Texts of 4,096 characters or more are remembered with their result and counts (16 Mi characters, texts and results together,
     at most, least recently used first out): a collection shows the same pages again and again (a
     search corpus's documents, a repository's files), and the result depends on the text alone.
     """
