@@ -832,9 +832,10 @@ def redact(text: str, counts: Counter[str] | None = None, pii: frozenset[str] = 
     replaced did not (`-----BEGIN ... KEY----- -p@` has no key body until the `-p` password becomes
     a marker), so a text the first pass changed is redacted again until it stays the same.
 
-    Texts of 4,096 characters or more are remembered with their result and counts (16 Mi characters, texts and results together,
-    at most, least recently used first out): a collection shows the same pages again and again (a
-    search corpus's documents, a repository's files), and the result depends on the text alone.
+    Texts of 4,096 characters or more are remembered with their result and counts (at most 16 Mi
+    characters of texts and results together, least recently used first out): a collection shows the
+    same pages again and again (a search corpus's documents, a repository's files), and the result
+    depends on the text alone.
     """
     if len(text) < _SHORTEST_MATCH:
         return text  # shorter than any secret or PII match (a key typed in a terminal)
