@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -330,6 +331,7 @@ class ShellEnvironment(Environment):
     screen_cols = 160
     screen_rows = 40
     observation_cols: int | None = None  # None: observations wrap at screen_cols, as the terminal showed them
+    shell_environment: Mapping[str, str] = {}  # variables the shell starts with (the domain's conventions)
 
     def __init__(self, options: EnvironmentOptions) -> None:
         super().__init__(options)
@@ -350,6 +352,7 @@ class ShellEnvironment(Environment):
             recorder=self.recorder,
             workdir=workdir,
             observation_cols=self.observation_cols,
+            environment=self.shell_environment,
         )
         return self.shell.start()
 

@@ -42,6 +42,7 @@ import shlex
 import socket
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,8 +297,10 @@ class PersistentShell:
         recorder: AsciicastWriter | None = None,
         workdir: str = WORK_DIR,
         observation_cols: int | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.sandbox = sandbox
+        self.environment = dict(environment or {})  # set in the shell's environment (SWE: no pagers)
         self.cols, self.rows = cols, rows
         # The width observations wrap at: the terminal's (lines wrap as the user saw them), or
         # wider for tool output that is read as text (SWE's Bash) rather than looked at.
@@ -332,6 +335,7 @@ class PersistentShell:
                 stdin=True,
                 tty=True,
                 environment={
+                    **self.environment,
                     "TERM": "xterm",
                     "COLUMNS": str(self.cols),
                     "LINES": str(self.rows),

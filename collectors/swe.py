@@ -197,6 +197,15 @@ class SWEEnvironment(ShellEnvironment):
     domain = Domain.SWE
     default_image = DEBIAN_IMAGE
     observation_cols = 4096  # Bash output is tool output: long lines stay whole
+    # Bash is a tool whose output is read, not a terminal looked at: no pager (`git log`, `man`) waits
+    # for keys, no progress bar redraws, as the SWE harnesses set it (mini-swe-agent's environment.env).
+    shell_environment = {
+        "PAGER": "cat",
+        "MANPAGER": "cat",
+        "LESS": "-R",
+        "PIP_PROGRESS_BAR": "off",
+        "TQDM_DISABLE": "1",
+    }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

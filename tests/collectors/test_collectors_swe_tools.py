@@ -138,3 +138,17 @@ def test_malformed_tool_calls_are_error_observations(swe: SWEEnvironment, text: 
     assert result.observation.is_error and result.info["invalid_tool_call"] is True
     assert result.action.text == text  # recorded as the agent sent it
     assert "ok" in call(swe, "Bash", command="echo ok").observation.text
+
+
+def test_bash_commands_that_page_print_their_whole_output(swe: SWEEnvironment) -> None:
+    """SWE's Bash is tool output read as text: `git log -p` and `git show` (which open a pager on a
+    terminal) print everything and return, as in the SWE harnesses (PAGER=cat), where a pager used to
+    wait for keys until the step timed out and the episode lost its terminal synchronisation."""
+    for command in ("git log -p -1", "git show --stat HEAD", "git diff HEAD~0 --stat; git log"):
+        result = call(swe, "Bash", command=command)
+        assert result.info.get("prompt_returned") is True, (command, result.observation.text[-300:])
+        assert result.exit_code == 0, command
+        assert not turn_facts.has(result.info, turn_facts.TIMED_OUT), command
+        assert not result.observation.text.rstrip().endswith(":"), result.observation.text[-200:]
+    env = call(swe, "Bash", command="echo $PAGER $MANPAGER $TQDM_DISABLE").observation.text
+    assert "cat cat 1" in env
