@@ -99,6 +99,15 @@ def _settings_page(rng: random.Random) -> dict[str, Any]:
     return {"app": SETTINGS, "activity": f"{SETTINGS}.{activity}", "title": title}
 
 
+def _task(
+    sentence: str, where: str, android: dict[str, Any], plan: list[str], goal: dict[str, Any]
+) -> dict[str, Any]:
+    """A task body: the instruction (saying where it starts unless on the app's own main screen), the
+    android start, the scripted plan and the goal."""
+    start = "." if where == "its main screen" else f" (you start on {where})."
+    return {"instruction": sentence + start, "android": android, "actions": plan, "goal": goal}
+
+
 def _start(
     rng: random.Random, app: tuple[str, str], own: float = 0.5
 ) -> tuple[dict[str, str], list[Any], str]:
@@ -181,13 +190,13 @@ def _contacts_add(rng: random.Random) -> dict[str, Any]:
         _tap(text="Save"),
         "wait(1)",
     ]
-    return {
-        "instruction": f"Add a contact named {first} {last} with the phone number {phone} in Contacts"
-        + ("." if where == "its main screen" else f" (you start on {where})."),
-        "android": android,
-        "actions": plan,
-        "goal": {"kind": "contacts-add", "answer": f"{first} {last}", "phone": phone},
-    }
+    return _task(
+        f"Add a contact named {first} {last} with the phone number {phone} in Contacts",
+        where,
+        android,
+        plan,
+        {"kind": "contacts-add", "answer": f"{first} {last}", "phone": phone},
+    )
 
 
 def _clock_alarm(rng: random.Random) -> dict[str, Any]:
@@ -207,14 +216,16 @@ def _clock_alarm(rng: random.Random) -> dict[str, Any]:
     ]
     if label:
         plan += [_tap(text="Add label"), f"type({label!r})", _tap(text="OK")]
-    return {
-        "instruction": f"Set an alarm for {clock12} in the Clock app"
-        + (f" labelled \u201c{label}\u201d" if label else "")
-        + ("." if where == "its main screen" else f" (you start on {where})."),
-        "android": android,
-        "actions": plan,
-        "goal": {"kind": "clock-alarm", "answer": f"{hour:02d}:{minute:02d}", "label": label},
-    }
+    sentence = f"Set an alarm for {clock12} in the Clock app" + (
+        f" labelled \u201c{label}\u201d" if label else ""
+    )
+    return _task(
+        sentence,
+        where,
+        android,
+        plan,
+        {"kind": "clock-alarm", "answer": f"{hour:02d}:{minute:02d}", "label": label},
+    )
 
 
 def _clock_timer(rng: random.Random) -> dict[str, Any]:
@@ -225,13 +236,13 @@ def _clock_timer(rng: random.Random) -> dict[str, Any]:
     plan += [_tap(text="Timer")]
     plan += [_tap(resource_id=f"timer_setup_digit_{d}") for d in digits]
     plan += [_tap(description="Start"), "wait(2)"]
-    return {
-        "instruction": f"Start a timer for {minutes} min {seconds:02d} s in the Clock app"
-        + ("." if where == "its main screen" else f" (you start on {where})."),
-        "android": android,
-        "actions": plan,
-        "goal": {"kind": "clock-timer", "answer": f"{minutes:02d}:{seconds:02d}"},
-    }
+    return _task(
+        f"Start a timer for {minutes} min {seconds:02d} s in the Clock app",
+        where,
+        android,
+        plan,
+        {"kind": "clock-timer", "answer": f"{minutes:02d}:{seconds:02d}"},
+    )
 
 
 _CALC_KEYS = {"+": "op_add", "-": "op_sub", "*": "op_mul", "/": "op_div"}
@@ -247,13 +258,13 @@ def _calculator(rng: random.Random) -> dict[str, Any]:
         plan.append(_tap(resource_id=_CALC_KEYS.get(ch, f"digit_{ch}")))
     plan += [_tap(resource_id="eq"), "wait(0.5)"]
     shown = expression.replace("*", "\u00d7").replace("/", "\u00f7").replace("-", "\u2212")
-    return {
-        "instruction": f"Compute {shown} with the Calculator app"
-        + ("." if where == "its main screen" else f" (you start on {where})."),
-        "android": android,
-        "actions": plan,
-        "goal": {"kind": "calculate", "answer": f"{value:.10g}", "expression": expression},
-    }
+    return _task(
+        f"Compute {shown} with the Calculator app",
+        where,
+        android,
+        plan,
+        {"kind": "calculate", "answer": f"{value:.10g}", "expression": expression},
+    )
 
 
 def _files_root(rng: random.Random) -> dict[str, Any]:
@@ -263,14 +274,8 @@ def _files_root(rng: random.Random) -> dict[str, Any]:
     plan += [_tap(description="Show roots"), _tap(text=root), "wait(1)"]
     if grid:
         plan.append(_tap(description="Grid view"))
-    return {
-        "instruction": f"Open {root} in the Files app"
-        + (" and show it as a grid" if grid else "")
-        + ("." if where == "its main screen" else f" (you start on {where})."),
-        "android": android,
-        "actions": plan,
-        "goal": {"kind": "files-root", "answer": root, "grid": grid},
-    }
+    sentence = f"Open {root} in the Files app" + (" and show it as a grid" if grid else "")
+    return _task(sentence, where, android, plan, {"kind": "files-root", "answer": root, "grid": grid})
 
 
 FAMILIES = {
